@@ -1,0 +1,25 @@
+//! Build script: embeds the build identity (package version, git revision, dirty flag).
+//! Outside a git checkout, or without git, the revision is the literal "unknown".
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn main() {
+    let rev = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(s) if s.is_empty() => "false",
+        Some(_) => "true",
+        None => "unknown",
+    };
+    println!("cargo:rustc-env=WINX_GIT_REV={rev}");
+    println!("cargo:rustc-env=WINX_GIT_DIRTY={dirty}");
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/index");
+    println!("cargo:rerun-if-changed=src");
+}

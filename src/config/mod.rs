@@ -1,0 +1,139 @@
+//! Configuration: raw command-line arguments (validated only) become one typed `Config`,
+//! built once at startup and passed explicitly.
+//!
+//! Invariant: nothing outside this module reads environment variables for configuration.
+
+pub mod cli;
+pub mod profile;
+
+use crate::jsonrpc::MAX_MESSAGE_BYTES;
+use profile::ToolPolicy;
+use std::path::PathBuf;
+
+/// Default size of the request worker pool. Small on purpose: tool calls are I/O bound and
+/// the machines we target have two cores; long shell waits park on channels, not threads.
+pub const DEFAULT_WORKERS: usize = 8;
+
+/// Environment variables the server reads (all at startup, here).
+pub mod env {
+    pub const STATE_DIR: &str = "WINX_STATE_DIR";
+    pub const LOG: &str = "WINX_LOG";
+    pub const RUST_LOG: &str = "RUST_LOG";
+    pub const WORKERS: &str = "WINX_WORKERS";
+    pub const SERVER_INSTRUCTIONS: &str = "WINX_SERVER_INSTRUCTIONS";
+}
+
+/// Everything the stdio server needs, decided once.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub policy: ToolPolicy,
+    pub state_dir: PathBuf,
+    pub log_level: log::LevelFilter,
+    pub workers: usize,
+    pub max_message_bytes: usize,
+    pub server_instructions: Option<String>,
+    /// The principal of a stdio server: the local user.
+    pub principal: String,
+}
+
+/// A configuration problem, reported at startup with exit code 2.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Config {
+    /// Build from validated arguments and an environment lookup (injectable for tests).
+    pub fn build(
+        args: &cli::ServeArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let policy = ToolPolicy::build(args.tool_profile.as_deref(), &args.allow_tools)
+            .map_err(|e| ConfigError(e.to_string()))?;
+        let state_dir = state_dir(env).ok_or_else(|| {
+            ConfigError("cannot find a state directory: set WINX_STATE_DIR or HOME".into())
+        })?;
+        let log_level = match env(env::LOG).or_else(|| env(env::RUST_LOG)) {
+            None => log::LevelFilter::Warn,
+            Some(v) => parse_level(&v)
+                .ok_or_else(|| ConfigError(format!("invalid log level {v:?} in WINX_LOG")))?,
+        };
+        let workers = match env(env::WORKERS) {
+            None => DEFAULT_WORKERS,
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if (1..=256).contains(&n) => n,
+                _ => return Err(ConfigError(format!("WINX_WORKERS must be 1..=256, got {v:?}"))),
+            },
+        };
+        Ok(Config {
+            policy,
+            state_dir,
+            log_level,
+            workers,
+            max_message_bytes: MAX_MESSAGE_BYTES,
+            server_instructions: env(env::SERVER_INSTRUCTIONS).filter(|s| !s.trim().is_empty()),
+            principal: "local".into(),
+        })
+    }
+}
+
+/// `$WINX_STATE_DIR`, else `$XDG_STATE_HOME/winx`, else `~/.local/state/winx`.
+fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.is_empty());
+    if let Some(d) = nonempty(env::STATE_DIR) {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = nonempty("XDG_STATE_HOME") {
+        return Some(PathBuf::from(d).join("winx"));
+    }
+    nonempty("HOME").map(|h| PathBuf::from(h).join(".local/state/winx"))
+}
+
+/// Accepts a plain level name (`RUST_LOG=debug`); module filters are not supported.
+fn parse_level(v: &str) -> Option<log::LevelFilter> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "off" => Some(log::LevelFilter::Off),
+        "error" => Some(log::LevelFilter::Error),
+        "warn" | "warning" => Some(log::LevelFilter::Warn),
+        "info" => Some(log::LevelFilter::Info),
+        "debug" => Some(log::LevelFilter::Debug),
+        "trace" => Some(log::LevelFilter::Trace),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn build(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::build(&cli::ServeArgs::default(), &|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn state_dir_precedence() {
+        let c = build(&[("HOME", "/h"), ("XDG_STATE_HOME", "/x")]).unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("/x/winx"));
+        let c = build(&[("HOME", "/h"), ("WINX_STATE_DIR", "/s")]).unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("/s"));
+        let c = build(&[("HOME", "/h")]).unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("/h/.local/state/winx"));
+        assert!(build(&[]).is_err());
+    }
+
+    #[test]
+    fn log_level_and_workers() {
+        let c = build(&[("HOME", "/h"), ("WINX_LOG", "debug")]).unwrap();
+        assert_eq!(c.log_level, log::LevelFilter::Debug);
+        assert!(build(&[("HOME", "/h"), ("WINX_LOG", "loud")]).is_err());
+        assert!(build(&[("HOME", "/h"), ("WINX_WORKERS", "0")]).is_err());
+        assert_eq!(build(&[("HOME", "/h"), ("WINX_WORKERS", "3")]).unwrap().workers, 3);
+    }
+}

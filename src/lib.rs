@@ -1,0 +1,14 @@
+//! winx: a synchronous shell-and-files runtime for coding agents, served over MCP.
+//!
+//! The crate is one library behind three thin binaries (`winx-code-agent`, `winxd`,
+//! `winx-guardian`). See `docs/architecture.md` for the process map and invariants.
+
+pub mod adapter;
+pub mod build_info;
+pub mod config;
+pub mod deadline;
+pub mod jsonrpc;
+pub mod mcp;
+pub mod session;
+pub mod store;
+pub mod tools;

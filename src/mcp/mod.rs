@@ -1,0 +1,7 @@
+//! The MCP layer: protocol eras, lifecycle methods and tool dispatch over parsed
+//! JSON-RPC values. Transport-free: stdio and HTTP both call `Server::handle`.
+
+pub mod protocol;
+pub mod server;
+
+pub use server::{CallContext, Server};

@@ -1,0 +1,156 @@
+//! `Server::handle`: one JSON-RPC request in, one response out. Shared by every transport.
+
+use super::protocol::{self, Era, META_SERVER_INFO};
+use crate::build_info;
+use crate::config::Config;
+use crate::config::profile::ToolPolicy;
+use crate::jsonrpc::{ErrorCode, Notification, Request, Response, RpcError};
+use crate::session::SessionService;
+use crate::tools::catalog;
+use crate::tools::{ToolContext, dispatch};
+use serde_json::{Map, Value, json};
+
+pub const SERVER_NAME: &str = "winx-code-agent";
+
+/// How long a client may cache `tools/list` and `server/discover`: the catalog is fixed
+/// for the life of the process, and a restart starts a new connection anyway.
+pub const LIST_TTL_MS: u64 = 3_600_000;
+
+/// The orchestration contract sent with the handshake (seed 003).
+const INSTRUCTIONS: &str = "winx gives you a durable shell and file tools. Call Initialize once \
+(type=first_call, workspace_root=<project>) and pass the returned thread_id and workspace_root \
+unchanged on every later call. Read before editing; never repeat a rejected call unchanged: \
+follow the result's nextAction.";
+
+/// Who is calling and what they may use; built by the transport per request.
+pub struct CallContext<'a> {
+    pub principal: &'a str,
+    pub policy: &'a ToolPolicy,
+}
+
+pub struct Server {
+    sessions: SessionService,
+    instructions: String,
+    extra_instructions: Option<String>,
+}
+
+impl Server {
+    pub fn new(config: &Config) -> Server {
+        let mut instructions = INSTRUCTIONS.to_string();
+        if let Some(extra) = &config.server_instructions {
+            instructions.push_str("\n\n");
+            instructions.push_str(extra);
+        }
+        Server {
+            sessions: SessionService::new(config.state_dir.clone()),
+            instructions,
+            extra_instructions: config.server_instructions.clone(),
+        }
+    }
+
+    pub fn sessions(&self) -> &SessionService {
+        &self.sessions
+    }
+
+    /// Answer one request.
+    pub fn handle(&self, ctx: &CallContext, req: Request) -> Response {
+        let id = req.id.clone();
+        match self.dispatch(ctx, req) {
+            Ok(mut result) => {
+                if let Value::Object(obj) = &mut result {
+                    obj.insert("resultType".into(), json!("complete"));
+                }
+                Response::ok(id, result)
+            }
+            Err(e) => Response::err(Some(id), e),
+        }
+    }
+
+    /// Notifications need no answer; the transport handles `notifications/cancelled`.
+    pub fn on_notification(&self, n: &Notification) {
+        log::debug!("notification {}", n.method);
+    }
+
+    fn dispatch(&self, ctx: &CallContext, req: Request) -> Result<Value, RpcError> {
+        // `initialize` is the handshake itself and carries no stateless `_meta`.
+        if req.method == "initialize" {
+            return Ok(self.initialize(&req.params));
+        }
+        let era = protocol::request_era(&req.params)?;
+        match req.method.as_str() {
+            "server/discover" => Ok(self.discover()),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(self.tools_list(ctx)),
+            "tools/call" => self.tools_call(ctx, &era, req.params),
+            other => Err(RpcError::new(
+                ErrorCode::MethodNotFound,
+                format!("method not found: {other}"),
+            )),
+        }
+    }
+
+    fn server_info(&self) -> Value {
+        json!({"name": SERVER_NAME, "title": "winx", "version": build_info::VERSION})
+    }
+
+    fn capabilities(&self) -> Value {
+        json!({"tools": {"listChanged": false}})
+    }
+
+    fn initialize(&self, params: &Map<String, Value>) -> Value {
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        json!({
+            "protocolVersion": protocol::negotiate_handshake(requested),
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server_info(),
+            "instructions": self.instructions,
+        })
+    }
+
+    fn discover(&self) -> Value {
+        json!({
+            "supportedVersions": protocol::supported_versions(),
+            "capabilities": self.capabilities(),
+            "instructions": self.instructions,
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "private",
+            "_meta": {META_SERVER_INFO: self.server_info()},
+        })
+    }
+
+    fn tools_list(&self, ctx: &CallContext) -> Value {
+        let tools: Vec<Value> = ctx.policy.served().map(catalog::definition).collect();
+        json!({"tools": tools, "ttlMs": LIST_TTL_MS, "cacheScope": "private"})
+    }
+
+    fn tools_call(
+        &self,
+        ctx: &CallContext,
+        era: &Era,
+        mut params: Map<String, Value>,
+    ) -> Result<Value, RpcError> {
+        let name = match params.remove("name") {
+            Some(Value::String(n)) => n,
+            Some(_) => return Err(RpcError::invalid_params("tools/call: name must be a string")),
+            None => return Err(RpcError::invalid_params("tools/call: missing name")),
+        };
+        let arguments = match params.remove("arguments") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(a)) => a,
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "tools/call: arguments must be an object",
+                ));
+            }
+        };
+        let tctx = ToolContext {
+            sessions: &self.sessions,
+            principal: ctx.principal,
+            policy: ctx.policy,
+            extra_instructions: self.extra_instructions.as_deref(),
+            modern: matches!(era, Era::Modern { .. }),
+        };
+        let out = dispatch(&tctx, &name, &arguments);
+        Ok(out.to_result())
+    }
+}

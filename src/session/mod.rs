@@ -1,0 +1,302 @@
+//! Session bindings: attach-or-create by (principal, canonical workspace), verification of
+//! the `thread_id` + `workspace_root` pair, mode changes and resets.
+//!
+//! The store is the source of truth for bindings; `live` is what this process has
+//! attached since it started. A binding that exists in the store but is not live was left
+//! by an earlier adapter and is recovered on first use.
+//!
+//! Invariant: no tool touches a shell or a file before `SessionService::verify` accepted
+//! its pair.
+
+pub mod ids;
+pub mod mode;
+pub mod overview;
+
+use crate::deadline::unix_ms;
+use crate::store::sessions::SessionRow;
+use crate::store::{Store, ensure_private_dir};
+use crate::tools::error::ToolError;
+pub use mode::Mode;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A verified session binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    pub thread_id: String,
+    pub workspace_root: PathBuf,
+    pub mode: Mode,
+    pub created_at_ms: i64,
+}
+
+impl Binding {
+    pub fn workspace_str(&self) -> String {
+        self.workspace_root.to_string_lossy().into_owned()
+    }
+}
+
+/// What attach-or-create did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attached {
+    pub binding: Binding,
+    /// A binding already existed (in this process or the store).
+    pub existed: bool,
+    /// The binding existed but this process had not attached it yet.
+    pub recovered: bool,
+    /// The requested mode differed and was applied.
+    pub mode_changed: bool,
+}
+
+type Key = (String, String);
+
+pub struct SessionService {
+    state_dir: PathBuf,
+    store: Mutex<Option<Arc<Store>>>,
+    live: Mutex<HashMap<Key, Binding>>,
+}
+
+fn store_err(e: crate::store::StoreError) -> ToolError {
+    ToolError::StoreUnavailable {
+        detail: e.to_string(),
+    }
+}
+
+impl SessionService {
+    pub fn new(state_dir: PathBuf) -> SessionService {
+        SessionService {
+            state_dir,
+            store: Mutex::new(None),
+            live: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The store, opened on first use so process start stays cheap. A failed open is
+    /// retried on the next call.
+    pub fn store(&self) -> Result<Arc<Store>, ToolError> {
+        let mut slot = self.store.lock();
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(Store::open(&self.state_dir).map_err(store_err)?);
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    /// The per-principal scratch workspace used by first calls without a workspace.
+    pub fn scratch_workspace(&self, principal: &str) -> Result<PathBuf, ToolError> {
+        let dir = self.state_dir.join("scratch").join(principal);
+        ensure_private_dir(&dir).map_err(store_err)?;
+        dir.canonicalize().map_err(|e| ToolError::StoreUnavailable {
+            detail: format!("scratch workspace: {e}"),
+        })
+    }
+
+    fn load(&self, principal: &str, thread_id: &str) -> Result<Option<Binding>, ToolError> {
+        if let Some(b) = self.live.lock().get(&(principal.into(), thread_id.into())) {
+            return Ok(Some(b.clone()));
+        }
+        let row = self.store()?.session_get(principal, thread_id).map_err(store_err)?;
+        Ok(row.map(|r| Binding {
+            thread_id: r.thread_id,
+            workspace_root: PathBuf::from(r.workspace_root),
+            mode: Mode::from_json(&r.mode),
+            created_at_ms: r.created_at_ms,
+        }))
+    }
+
+    fn persist(&self, principal: &str, b: &Binding) -> Result<(), ToolError> {
+        self.store()?
+            .session_put(&SessionRow {
+                principal: principal.into(),
+                thread_id: b.thread_id.clone(),
+                workspace_root: b.workspace_str(),
+                mode: b.mode.to_json(),
+                created_at_ms: b.created_at_ms,
+                updated_at_ms: unix_ms(),
+            })
+            .map_err(store_err)?;
+        self.live
+            .lock()
+            .insert((principal.into(), b.thread_id.clone()), b.clone());
+        Ok(())
+    }
+
+    fn is_live(&self, principal: &str, thread_id: &str) -> bool {
+        self.live
+            .lock()
+            .contains_key(&(principal.to_string(), thread_id.to_string()))
+    }
+
+    /// Attach to the workspace-affinity session of (`principal`, `workspace`), creating it
+    /// if needed. `mode: None` keeps an existing mode (new sessions start in `wcgw`).
+    pub fn attach_or_create(
+        &self,
+        principal: &str,
+        workspace: &Path,
+        mode: Option<Mode>,
+    ) -> Result<Attached, ToolError> {
+        let thread_id = ids::workspace_thread_id(principal, workspace);
+        let was_live = self.is_live(principal, &thread_id);
+        let existing = self.load(principal, &thread_id)?;
+        let existed = existing.is_some();
+        let mut binding = existing.unwrap_or_else(|| Binding {
+            thread_id: thread_id.clone(),
+            workspace_root: workspace.to_path_buf(),
+            mode: Mode::Wcgw,
+            created_at_ms: unix_ms(),
+        });
+        let mode_changed = match mode {
+            Some(m) if existed && m != binding.mode => {
+                binding.mode = m;
+                true
+            }
+            Some(m) => {
+                binding.mode = m;
+                false
+            }
+            None => false,
+        };
+        self.persist(principal, &binding)?;
+        Ok(Attached {
+            binding,
+            existed,
+            recovered: existed && !was_live,
+            mode_changed,
+        })
+    }
+
+    /// Check the pair a session-bound call carries. Returns the binding and whether it had
+    /// to be recovered from the store (or re-derived) because this process had not seen it.
+    pub fn verify(
+        &self,
+        principal: &str,
+        thread_id: Option<&str>,
+        workspace_root: Option<&str>,
+    ) -> Result<(Binding, bool), ToolError> {
+        let ws_hint = workspace_root.map(str::to_string);
+        let thread_id = match thread_id.map(str::trim) {
+            Some(t) if !t.is_empty() => t,
+            _ => {
+                return Err(ToolError::NeedsInitialize {
+                    reason: "thread_id is missing".into(),
+                    workspace_root: ws_hint,
+                });
+            }
+        };
+        let Some(ws_arg) = workspace_root.filter(|w| !w.trim().is_empty()) else {
+            return Err(ToolError::NeedsInitialize {
+                reason: "workspace_root is missing".into(),
+                workspace_root: None,
+            });
+        };
+        let supplied = ids::canonical_workspace(ws_arg).map_err(|detail| ToolError::WorkspaceInvalid {
+            path: ws_arg.into(),
+            detail,
+        })?;
+        let was_live = self.is_live(principal, thread_id);
+        let binding = match self.load(principal, thread_id)? {
+            Some(b) => b,
+            // The store lost the row but the pair is self-consistent: the ID is derived
+            // from (principal, workspace), so it can only belong to this workspace.
+            None if ids::workspace_thread_id(principal, &supplied) == thread_id => {
+                let b = Binding {
+                    thread_id: thread_id.into(),
+                    workspace_root: supplied.clone(),
+                    mode: Mode::Wcgw,
+                    created_at_ms: unix_ms(),
+                };
+                self.persist(principal, &b)?;
+                return Ok((b, true));
+            }
+            None => {
+                return Err(ToolError::NeedsInitialize {
+                    reason: format!("thread_id {thread_id:?} is not a known session"),
+                    workspace_root: ws_hint,
+                });
+            }
+        };
+        if binding.workspace_root != supplied {
+            return Err(ToolError::BindingConflict {
+                thread_id: thread_id.into(),
+                bound_workspace: binding.workspace_str(),
+                supplied_workspace: supplied.to_string_lossy().into_owned(),
+            });
+        }
+        if !was_live {
+            self.live
+                .lock()
+                .insert((principal.into(), thread_id.into()), binding.clone());
+        }
+        Ok((binding, !was_live))
+    }
+
+    /// Apply a new mode to a verified binding.
+    pub fn set_mode(&self, principal: &str, binding: &Binding, mode: Mode) -> Result<Binding, ToolError> {
+        let mut b = binding.clone();
+        b.mode = mode;
+        self.persist(principal, &b)?;
+        Ok(b)
+    }
+
+    /// Drop this process's live state for a verified binding and attach it afresh.
+    pub fn reset(&self, principal: &str, binding: &Binding) -> Result<(), ToolError> {
+        self.live
+            .lock()
+            .remove(&(principal.to_string(), binding.thread_id.clone()));
+        self.persist(principal, binding)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, SessionService, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("proj");
+        std::fs::create_dir(&ws).unwrap();
+        let ws = ws.canonicalize().unwrap();
+        let svc = SessionService::new(tmp.path().join("state"));
+        (tmp, svc, ws)
+    }
+
+    #[test]
+    fn attach_or_create_is_idempotent() {
+        let (_t, svc, ws) = setup();
+        let a = svc.attach_or_create("local", &ws, None).unwrap();
+        assert!(!a.existed);
+        let b = svc.attach_or_create("local", &ws, None).unwrap();
+        assert!(b.existed && !b.recovered);
+        assert_eq!(a.binding.thread_id, b.binding.thread_id);
+    }
+
+    #[test]
+    fn verify_missing_mixed_and_recovered() {
+        let (t, svc, ws) = setup();
+        let a = svc.attach_or_create("local", &ws, None).unwrap();
+        let ws_s = ws.to_str().unwrap();
+        let tid = a.binding.thread_id.as_str();
+        assert!(matches!(svc.verify("local", None, Some(ws_s)), Err(ToolError::NeedsInitialize { .. })));
+        assert!(matches!(svc.verify("local", Some(tid), None), Err(ToolError::NeedsInitialize { .. })));
+        let other = t.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        assert!(matches!(
+            svc.verify("local", Some(tid), other.to_str()),
+            Err(ToolError::BindingConflict { .. })
+        ));
+        assert!(matches!(
+            svc.verify("local", Some("ws_nope_000000000000"), Some(ws_s)),
+            Err(ToolError::NeedsInitialize { .. })
+        ));
+        assert_eq!(svc.verify("local", Some(tid), Some(ws_s)).unwrap().1, false);
+        // Another principal cannot use the pair.
+        assert!(svc.verify("intruder", Some(tid), Some(ws_s)).is_err());
+        // A fresh process (same state dir) recovers the binding from the store.
+        let svc2 = SessionService::new(t.path().join("state"));
+        let (b, recovered) = svc2.verify("local", Some(tid), Some(ws_s)).unwrap();
+        assert!(recovered);
+        assert_eq!(b.workspace_root, ws);
+    }
+}

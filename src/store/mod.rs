@@ -1,0 +1,204 @@
+//! The state store: one SQLite database (WAL, `synchronous=FULL`) in the state directory.
+//!
+//! Invariant: the directory is 0700 and the database files are 0600 before any row is
+//! written; schema changes happen only through the numbered `MIGRATIONS`.
+
+pub mod sessions;
+
+use parking_lot::Mutex;
+use rusqlite::Connection;
+use std::fmt;
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+pub const DB_FILE: &str = "winx.db";
+
+/// Numbered migrations; index + 1 is the `user_version` after applying it.
+const MIGRATIONS: &[&str] = &[
+    // 1: session bindings (thread_id + workspace_root per principal).
+    "CREATE TABLE sessions (
+        principal TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        workspace_root TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (principal, thread_id)
+    ) STRICT;",
+];
+
+/// A store failure, with what was being done.
+#[derive(Debug)]
+pub struct StoreError {
+    pub context: String,
+    pub detail: String,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.context, self.detail)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+pub(crate) fn ctx<E: fmt::Display>(context: &str) -> impl FnOnce(E) -> StoreError + '_ {
+    move |e| StoreError {
+        context: context.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+/// The open database. Writes are serialised by the mutex; SQLite calls are short.
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open (creating if needed) the database under `state_dir`, apply migrations.
+    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        ensure_private_dir(state_dir)?;
+        let path = state_dir.join(DB_FILE);
+        // Create the file 0600 ourselves so SQLite never creates it with the umask's mode;
+        // SQLite gives the -wal and -shm files the main file's permissions.
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(ctx("create database file"))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+            .map_err(ctx("restrict database file"))?;
+        let conn = Connection::open(&path).map_err(ctx("open database"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(ctx("set busy timeout"))?;
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+            .map_err(ctx("configure database"))?;
+        migrate(&conn)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn with<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        context: &str,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.lock();
+        f(&conn).map_err(ctx(context))
+    }
+
+    /// The applied schema version.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.with(
+            |c| c.query_row("PRAGMA user_version", [], |r| r.get(0)),
+            "read schema version",
+        )
+    }
+}
+
+/// Create `dir` (and parents) with mode 0700, or tighten an existing directory to 0700.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(ctx("create state directory"))?;
+    let meta = fs::symlink_metadata(dir).map_err(ctx("inspect state directory"))?;
+    if !meta.is_dir() {
+        return Err(StoreError {
+            context: "inspect state directory".into(),
+            detail: format!("{} is not a directory", dir.display()),
+        });
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(ctx("restrict state directory"))?;
+    }
+    Ok(())
+}
+
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let current: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(ctx("read schema version"))?;
+    let known = MIGRATIONS.len() as i64;
+    if current > known {
+        return Err(StoreError {
+            context: "check schema version".into(),
+            detail: format!(
+                "database schema {current} is newer than this build understands ({known}); \
+                 upgrade winx or use another WINX_STATE_DIR"
+            ),
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let version = i as i64 + 1;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {sql} PRAGMA user_version = {version}; COMMIT;"
+        ))
+        .map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK;");
+            ctx::<rusqlite::Error>("apply migration")(e)
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_private_files_and_migrates_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(store.path()), 0o600);
+        let mode_journal: String = store
+            .with(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)), "q")
+            .unwrap();
+        assert_eq!(mode_journal, "wal");
+        let sync: i64 = store
+            .with(|c| c.query_row("PRAGMA synchronous", [], |r| r.get(0)), "q")
+            .unwrap();
+        assert_eq!(sync, 2, "synchronous=FULL");
+        drop(store);
+        // Reopening is idempotent.
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
+    }
+
+    #[test]
+    fn tightens_a_loose_existing_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("loose");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        Store::open(&dir).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn refuses_a_newer_schema() {
+        let tmp = tempfile::tempdir().unwrap();
+        drop(Store::open(tmp.path()).unwrap());
+        let conn = Connection::open(tmp.path().join(DB_FILE)).unwrap();
+        conn.execute_batch("PRAGMA user_version = 999;").unwrap();
+        drop(conn);
+        let err = Store::open(tmp.path()).err().unwrap();
+        assert!(err.detail.contains("newer"), "{err}");
+    }
+}

@@ -1,0 +1,141 @@
+//! The result envelope every tool returns as `structuredContent`, and its JSON Schema.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Outcome class of a tool call; the envelope's `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Completed,
+    CompletedWithIssues,
+    Running,
+    NeedsInitialize,
+    NeedsRead,
+    Conflict,
+    PolicyBlocked,
+    InvalidInput,
+    Failed,
+}
+
+impl Status {
+    /// Whether MCP `isError` is set for this status.
+    pub fn is_error(self) -> bool {
+        !matches!(
+            self,
+            Status::Completed | Status::CompletedWithIssues | Status::Running
+        )
+    }
+}
+
+/// The concrete call an agent should make next.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NextAction {
+    pub tool: String,
+    pub instruction: String,
+    pub arguments: Value,
+}
+
+/// A read the agent must perform before an edit can proceed.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequiredRead {
+    pub path: String,
+    pub ranges: Vec<String>,
+}
+
+/// The `structuredContent` of every tool result.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    pub status: Status,
+    pub tool: String,
+    pub message: String,
+    pub error_code: Option<&'static str>,
+    pub retryable: bool,
+    pub retry_same_call: bool,
+    pub next_action: Option<NextAction>,
+    pub required_reads: Vec<RequiredRead>,
+    pub data: Value,
+}
+
+impl Envelope {
+    /// A successful result.
+    pub fn completed(tool: &str, message: impl Into<String>, data: Value) -> Envelope {
+        Envelope {
+            status: Status::Completed,
+            tool: tool.to_string(),
+            message: message.into(),
+            error_code: None,
+            retryable: false,
+            retry_same_call: false,
+            next_action: None,
+            required_reads: Vec::new(),
+            data,
+        }
+    }
+}
+
+/// A finished tool result: the text shown to the model plus the envelope.
+#[derive(Clone, Debug)]
+pub struct ToolOutput {
+    pub text: String,
+    pub envelope: Envelope,
+}
+
+impl ToolOutput {
+    /// The MCP `CallToolResult` value.
+    pub fn to_result(&self) -> Value {
+        let structured = serde_json::to_value(&self.envelope).unwrap_or(Value::Null);
+        json!({
+            "content": [{"type": "text", "text": self.text}],
+            "structuredContent": structured,
+            "isError": self.envelope.status.is_error(),
+        })
+    }
+}
+
+/// The one `outputSchema` every tool advertises. Kept terse on purpose: it is repeated
+/// for every tool in `tools/list`, which every agent pays for in context.
+pub fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "status": {"type": "string"},
+            "tool": {"type": "string"},
+            "message": {"type": "string"},
+            "errorCode": {"type": ["string", "null"]},
+            "retryable": {"type": "boolean"},
+            "retrySameCall": {"type": "boolean"},
+            "nextAction": {"type": ["object", "null"]},
+            "requiredReads": {"type": "array"},
+            "data": {"type": "object"}
+        },
+        "required": ["status", "tool", "message", "errorCode", "retryable", "retrySameCall", "nextAction", "requiredReads", "data"]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_serialises_with_camel_case_fields() {
+        let e = Envelope::completed("Initialize", "ok", json!({"a": 1}));
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["status"], "completed");
+        assert_eq!(v["errorCode"], Value::Null);
+        assert_eq!(v["retrySameCall"], false);
+        assert_eq!(v["requiredReads"], json!([]));
+        for key in output_schema()["required"].as_array().unwrap() {
+            assert!(v.get(key.as_str().unwrap()).is_some(), "{key} missing");
+        }
+    }
+
+    #[test]
+    fn is_error_follows_status() {
+        assert!(!Status::Completed.is_error());
+        assert!(!Status::CompletedWithIssues.is_error());
+        assert!(Status::NeedsInitialize.is_error());
+        assert!(Status::PolicyBlocked.is_error());
+    }
+}

@@ -1,0 +1,214 @@
+//! The `Initialize` tool: binds a conversation to a workspace session (seed 003,
+//! "Workspace session coherence", "Session affinity", "Attach-or-create").
+
+use super::ToolContext;
+use super::args::Args;
+use super::envelope::{Envelope, ToolOutput};
+use super::error::ToolError;
+use crate::session::{Attached, Binding, Mode, ids, overview};
+use serde_json::{Map, Value, json};
+
+const FIELDS: &[&str] = &[
+    "type",
+    "workspace_root",
+    "thread_id",
+    "mode",
+    "allowed_commands",
+    "allowed_globs",
+];
+const TYPES: &[&str] = &[
+    "first_call",
+    "status",
+    "user_asked_mode_change",
+    "reset_shell",
+    "user_asked_change_workspace",
+];
+const MODES: &[&str] = &["wcgw", "architect", "code_writer"];
+const TOOL: &str = "Initialize";
+
+/// Parsed arguments.
+struct InitArgs<'a> {
+    kind: &'a str,
+    workspace_root: Option<&'a str>,
+    thread_id: Option<&'a str>,
+    mode: Option<Mode>,
+}
+
+fn parse(map: &Map<String, Value>) -> Result<InitArgs<'_>, ToolError> {
+    let a = Args::strict(map, FIELDS)?;
+    let kind = a
+        .opt_enum("type", TYPES)?
+        .ok_or_else(|| ToolError::InvalidInput {
+            detail: format!("missing required field type (one of {})", TYPES.join(", ")),
+        })?;
+    let commands = a.opt_str_list("allowed_commands")?;
+    let globs = a.opt_str_list("allowed_globs")?;
+    let mode = match a.opt_enum("mode", MODES)? {
+        None => None,
+        Some("wcgw") => Some(Mode::Wcgw),
+        Some("architect") => Some(Mode::Architect),
+        Some(_) => Some(code_writer(commands.clone(), globs.clone())?),
+    };
+    if !matches!(mode, Some(Mode::CodeWriter { .. })) && (commands.is_some() || globs.is_some()) {
+        return Err(ToolError::InvalidInput {
+            detail: "allowed_commands and allowed_globs apply only to mode=code_writer".into(),
+        });
+    }
+    Ok(InitArgs {
+        kind,
+        workspace_root: a.opt_str("workspace_root")?.filter(|s| !s.trim().is_empty()),
+        thread_id: a.opt_str("thread_id")?.filter(|s| !s.trim().is_empty()),
+        mode,
+    })
+}
+
+/// code_writer needs both allowlists, explicitly: there is no silent default policy.
+fn code_writer(commands: Option<Vec<String>>, globs: Option<Vec<String>>) -> Result<Mode, ToolError> {
+    let need = |v: Option<Vec<String>>, field: &str| match v {
+        Some(v) if !v.is_empty() && v.iter().all(|s| !s.trim().is_empty()) => Ok(v),
+        _ => Err(ToolError::InvalidInput {
+            detail: format!(
+                "mode=code_writer requires a non-empty {field} list of non-empty strings (use [\"all\"] for no restriction)"
+            ),
+        }),
+    };
+    Ok(Mode::CodeWriter {
+        allowed_commands: need(commands, "allowed_commands")?,
+        allowed_globs: need(globs, "allowed_globs")?,
+    })
+}
+
+pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let args = parse(map)?;
+    match args.kind {
+        "first_call" => first_call(ctx, &args),
+        "status" => {
+            let (b, recovered) = verify(ctx, &args)?;
+            Ok(answer(ctx, &b, "status", recovered, false))
+        }
+        "user_asked_mode_change" => {
+            let Some(mode) = args.mode.clone() else {
+                return Err(ToolError::InvalidInput {
+                    detail: "user_asked_mode_change requires mode".into(),
+                });
+            };
+            let (b, recovered) = verify(ctx, &args)?;
+            let b = ctx.sessions.set_mode(ctx.principal, &b, mode)?;
+            Ok(answer(ctx, &b, "mode_changed", recovered, false))
+        }
+        "reset_shell" => {
+            let (b, recovered) = verify(ctx, &args)?;
+            ctx.sessions.reset(ctx.principal, &b)?;
+            Ok(answer(ctx, &b, "reset", recovered, false))
+        }
+        _ => change_workspace(ctx, &args),
+    }
+}
+
+fn verify(ctx: &ToolContext, args: &InitArgs) -> Result<(Binding, bool), ToolError> {
+    ctx.sessions
+        .verify(ctx.principal, args.thread_id, args.workspace_root)
+}
+
+fn first_call(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolError> {
+    let workspace = match args.workspace_root {
+        Some(ws) => ids::canonical_workspace(ws).map_err(|detail| ToolError::WorkspaceInvalid {
+            path: ws.into(),
+            detail,
+        })?,
+        None => ctx.sessions.scratch_workspace(ctx.principal)?,
+    };
+    let Attached {
+        binding,
+        existed,
+        recovered,
+        mode_changed,
+    } = ctx
+        .sessions
+        .attach_or_create(ctx.principal, &workspace, args.mode.clone())?;
+    let transition = if existed { "attached_existing" } else { "created" };
+    let mut out = answer(ctx, &binding, transition, recovered, !existed);
+    out.envelope.data["mode_changed"] = json!(mode_changed);
+    Ok(out)
+}
+
+/// A remote project change never repoints a session: same workspace is a status call,
+/// another one fails closed.
+fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolError> {
+    let Some(thread_id) = args.thread_id else {
+        return Err(ToolError::NeedsInitialize {
+            reason: "thread_id is missing".into(),
+            workspace_root: args.workspace_root.map(str::to_string),
+        });
+    };
+    let Some(requested) = args.workspace_root else {
+        return Err(ToolError::InvalidInput {
+            detail: "user_asked_change_workspace requires workspace_root (the new project)".into(),
+        });
+    };
+    let requested = ids::canonical_workspace(requested).map_err(|detail| ToolError::WorkspaceInvalid {
+        path: requested.into(),
+        detail,
+    })?;
+    match ctx.sessions.verify(
+        ctx.principal,
+        Some(thread_id),
+        Some(&requested.to_string_lossy()),
+    ) {
+        Ok((b, recovered)) => Ok(answer(ctx, &b, "status", recovered, false)),
+        Err(ToolError::BindingConflict {
+            thread_id,
+            bound_workspace,
+            supplied_workspace,
+        }) => Err(ToolError::WorkspaceChangeRequiresNewSession {
+            thread_id,
+            bound_workspace,
+            requested_workspace: supplied_workspace,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Build the answer. `full` adds the workspace overview and guidelines; repeated calls
+/// for a known session answer compactly.
+fn answer(ctx: &ToolContext, b: &Binding, transition: &str, recovered: bool, full: bool) -> ToolOutput {
+    let ws = b.workspace_str();
+    let mut text = format!(
+        "Session {transition}.\nthread_id: {}\nworkspace_root: {ws}\nmode: {}\n\
+         Pass thread_id and workspace_root unchanged on every later call.\n",
+        b.thread_id,
+        b.mode.describe()
+    );
+    if recovered {
+        text.push_str("This adapter had no live state for the session; it was recovered from the state store.\n");
+    }
+    let mut data = json!({
+        "thread_id": b.thread_id,
+        "workspace_root": ws,
+        "transition": transition,
+        "mode": b.mode,
+        "response_mode": if full { "full" } else { "compact" },
+        "initialize_recovered_missing_session": recovered,
+        "created_at_unix_ms": b.created_at_ms,
+        "tools": ctx.policy.served().map(|t| t.as_str()).collect::<Vec<_>>(),
+    });
+    if full {
+        let o = overview::build(&b.workspace_root);
+        text.push_str(&format!("\n# Workspace ({} files)\n{}", o.files_seen, o.tree));
+        for (name, body) in &o.guidelines {
+            text.push_str(&format!("\n# {name}\n{body}\n"));
+        }
+        if let Some(extra) = ctx.extra_instructions {
+            text.push_str(&format!("\n# Server instructions\n{extra}\n"));
+        }
+        data["files_in_overview"] = json!(o.files_seen);
+        data["guidelines"] = json!(o.guidelines.iter().map(|(n, _)| n).collect::<Vec<_>>());
+    } else if transition == "attached_existing" {
+        text.push_str("Attached to the existing session; workspace overview unchanged and not repeated.\n");
+    }
+    let message = format!("Initialize {transition}: {}", b.thread_id);
+    ToolOutput {
+        text,
+        envelope: Envelope::completed(TOOL, message, data),
+    }
+}
