@@ -1,0 +1,40 @@
+# winx: two commands for a newcomer — `make run` serves MCP on stdio, `make test` runs
+# every check (format, lint, unit, integration and Python SDK interop tests).
+
+CARGO ?= cargo
+VENV := target/venv
+PYTHON := $(VENV)/bin/python
+# The official MCP Python SDK used by the interop tests (pinned for reproducible CI).
+MCP_SDK_VERSION := 2.3.0
+
+.PHONY: build run test lint fmt bench venv clean
+
+build:
+	$(CARGO) build --release --bins
+
+run: build
+	./target/release/winx-code-agent serve
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt
+
+# The venv is rebuilt only when missing or when the pinned SDK version changes.
+$(VENV)/.mcp-$(MCP_SDK_VERSION):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "mcp==$(MCP_SDK_VERSION)"
+	touch $@
+
+venv: $(VENV)/.mcp-$(MCP_SDK_VERSION)
+
+test: lint venv
+	WINX_TEST_PYTHON=$(abspath $(PYTHON)) $(CARGO) test
+
+bench:
+	$(CARGO) bench --bench stdio
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,216 @@
+//! Test handle for the real `winx-code-agent` binary over stdio: its own temp HOME,
+//! state dir and workspace, a reader thread for stdout, hard timeouts, kill on Drop.
+//! Set `WINX_TEST_KEEP_LOGS=1` to keep the temp dir (with stderr.log) for post-mortem.
+#![allow(dead_code)]
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// No single wait in a test may exceed this; a hang fails instead of blocking CI.
+pub const HARD_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_winx-code-agent")
+}
+
+pub struct Agent {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: i64,
+    pub dir: tempfile::TempDir,
+    pub home: PathBuf,
+    pub state: PathBuf,
+    pub workspace: PathBuf,
+}
+
+/// Options for starting the binary.
+#[derive(Default)]
+pub struct Opts<'a> {
+    pub args: &'a [&'a str],
+    pub env: &'a [(&'a str, &'a str)],
+    /// Reuse another agent's state dir (simulates an adapter restart).
+    pub state: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+}
+
+impl Agent {
+    pub fn spawn() -> Agent {
+        Agent::spawn_with(Opts::default())
+    }
+
+    pub fn spawn_with(opts: Opts) -> Agent {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let state = opts.state.unwrap_or_else(|| dir.path().join("state"));
+        let workspace = opts.workspace.unwrap_or_else(|| {
+            let ws = dir.path().join("project");
+            std::fs::create_dir_all(&ws).unwrap();
+            ws
+        });
+        let workspace = workspace.canonicalize().unwrap();
+        let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+        let mut cmd = Command::new(bin());
+        cmd.args(opts.args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("WINX_STATE_DIR", &state)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        for (k, v) in opts.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn winx-code-agent");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = unbounded();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Agent {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+            dir,
+            home,
+            state,
+            workspace,
+        }
+    }
+
+    pub fn ws(&self) -> String {
+        self.workspace.to_string_lossy().into_owned()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        let mut b = serde_json::to_vec(v).unwrap();
+        b.push(b'\n');
+        self.send_raw(&b);
+    }
+
+    /// Next line from stdout, parsed; panics after `HARD_TIMEOUT`.
+    pub fn recv(&self) -> Value {
+        self.recv_within(HARD_TIMEOUT).expect("no message within the hard timeout")
+    }
+
+    pub fn recv_within(&self, d: Duration) -> Option<Value> {
+        match self.lines.recv_timeout(d) {
+            Ok(line) => Some(serde_json::from_str(&line).unwrap_or_else(|e| {
+                panic!("stdout carried a non-JSON line ({e}): {line:?}")
+            })),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    pub fn fresh_id(&mut self) -> i64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Send a request and wait for the answer with the same id.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.fresh_id();
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + HARD_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let msg = self.recv_within(left).unwrap_or_else(|| panic!("no answer to {method}"));
+            if msg["id"] == json!(id) {
+                return msg;
+            }
+        }
+    }
+
+    /// `tools/call`, returning the `result` object (panics on a JSON-RPC error).
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        let resp = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        assert!(resp.get("error").is_none(), "JSON-RPC error: {resp}");
+        resp["result"].clone()
+    }
+
+    /// `Initialize first_call` on this agent's workspace; returns the structured envelope.
+    pub fn first_call(&mut self) -> Value {
+        let ws = self.ws();
+        self.call("Initialize", json!({"type": "first_call", "workspace_root": ws}))["structuredContent"].clone()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Wait for the process to exit within `d`: synchronised on stdout closing (the
+    /// process closes it only by exiting), then reaped. Lines still unread are dropped.
+    pub fn wait_exit(&mut self, d: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + d;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(_) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Some(self.child.wait().unwrap()),
+                Err(RecvTimeoutError::Timeout) => return None,
+            }
+        }
+    }
+
+    /// Collect every line until stdout closes (within `d`).
+    pub fn drain_until_exit(&mut self, d: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + d;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => out.push(serde_json::from_str(&l).expect("JSON line")),
+                Err(RecvTimeoutError::Disconnected) => return out,
+                Err(RecvTimeoutError::Timeout) => panic!("process did not exit in time"),
+            }
+        }
+    }
+
+    pub fn stderr_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::env::var_os("WINX_TEST_KEEP_LOGS").is_some() {
+            let path = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
+            eprintln!("kept test dir {}", path.display());
+        }
+    }
+}
+
+/// Run the binary to completion with arguments (for CLI tests).
+pub fn run(args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run winx-code-agent")
+}
