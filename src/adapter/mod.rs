@@ -4,6 +4,11 @@
 //! Invariant: only this module and `jsonrpc/` touch transport bytes; everything below
 //! `mcp::Server::handle` is transport-free.
 
+use crate::config::Config;
+use crate::jsonrpc::{Notification, Request, Response};
+use crate::mcp::{CallContext, Server};
+use std::sync::Arc;
+
 pub mod pool;
 pub mod stdio;
 pub mod writer;
@@ -15,4 +20,31 @@ pub fn init_logging(level: log::LevelFilter) {
         .set_target_level(log::LevelFilter::Off)
         .build();
     let _ = simplelog::WriteLogger::init(level, config, std::io::stderr());
+}
+
+/// What a transport needs from the layer above: answer a request, observe a notification.
+/// Implemented by `LocalHandler` for stdio; tests plug in their own.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, req: Request) -> Response;
+    fn on_notification(&self, n: &Notification);
+}
+
+/// The stdio handler: one local principal with the configured tool policy.
+pub struct LocalHandler {
+    pub server: Arc<Server>,
+    pub config: Arc<Config>,
+}
+
+impl Handler for LocalHandler {
+    fn handle(&self, req: Request) -> Response {
+        let ctx = CallContext {
+            principal: &self.config.principal,
+            policy: &self.config.policy,
+        };
+        self.server.handle(&ctx, req)
+    }
+
+    fn on_notification(&self, n: &Notification) {
+        self.server.on_notification(n);
+    }
 }

@@ -56,7 +56,10 @@ impl Pool {
                 let _ = h.join();
             }
         } else {
-            log::warn!("{} expired with jobs still running; exiting without them", grace.name());
+            log::warn!(
+                "{} expired with jobs still running; exiting without them",
+                grace.name()
+            );
         }
         finished
     }
@@ -83,7 +86,9 @@ mod tests {
         pool.submit(Box::new(|| panic!("boom"))).ok().unwrap();
         for i in 0..10 {
             let tx = tx.clone();
-            pool.submit(Box::new(move || tx.send(i).unwrap())).ok().unwrap();
+            pool.submit(Box::new(move || tx.send(i).unwrap()))
+                .ok()
+                .unwrap();
         }
         let mut got: Vec<i32> = (0..10).map(|_| rx.recv().unwrap()).collect();
         got.sort();

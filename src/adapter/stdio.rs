@@ -5,13 +5,12 @@
 //! Answers leave in completion order. On stdin EOF the reader stops, queued and running
 //! requests are answered within `SHUTDOWN_GRACE`, then the process returns.
 
+use super::Handler;
 use super::pool::Pool;
 use super::writer;
-use crate::config::Config;
 use crate::deadline::Deadline;
 use crate::jsonrpc::line_reader::{Line, LineReader};
 use crate::jsonrpc::{ErrorCode, Id, Incoming, Request, Response, RpcError, parse_message};
-use crate::mcp::{CallContext, Server};
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -28,20 +27,31 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Requests waiting for a worker before the reader stops reading (backpressure).
 const QUEUE_DEPTH: usize = 256;
 
+/// Transport limits of one stdio connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub workers: usize,
+    pub max_message_bytes: usize,
+}
+
 /// Requests queued or running, by id, with their cancellation flag.
 type InFlight = Arc<Mutex<HashMap<Id, Arc<AtomicBool>>>>;
 
 /// Serve until `input` ends. Returns once every answer that could be given was written.
-pub fn serve<R, W>(input: R, output: W, config: &Config, server: Arc<Server>) -> std::io::Result<()>
+pub fn serve<R, W>(
+    input: R,
+    output: W,
+    limits: Limits,
+    handler: Arc<dyn Handler>,
+) -> std::io::Result<()>
 where
     R: BufRead,
     W: Write + Send + 'static,
 {
     let (out, writer_thread) = writer::spawn(output)?;
-    let pool = Pool::new("mcp-worker", config.workers, QUEUE_DEPTH)?;
+    let pool = Pool::new("mcp-worker", limits.workers, QUEUE_DEPTH)?;
     let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
-    let config = Arc::new(config.clone());
-    let mut reader = LineReader::new(input, config.max_message_bytes);
+    let mut reader = LineReader::new(input, limits.max_message_bytes);
     loop {
         let line = match reader.next_line() {
             Ok(Line::Eof) => break,
@@ -58,7 +68,7 @@ where
                     ErrorCode::InvalidRequest,
                     format!(
                         "message of {bytes} bytes exceeds the {} byte limit",
-                        config.max_message_bytes
+                        limits.max_message_bytes
                     ),
                 );
                 send(&out, &Response::err(None, e));
@@ -67,11 +77,11 @@ where
             Line::Eof => break,
         };
         match parse_message(&bytes) {
-            Incoming::Request(req) => queue(&pool, &in_flight, &out, &config, &server, req),
+            Incoming::Request(req) => queue(&pool, &in_flight, &out, &handler, req),
             Incoming::Notification(n) if n.method == "notifications/cancelled" => {
                 cancel(&in_flight, n.params.get("requestId"));
             }
-            Incoming::Notification(n) => server.on_notification(&n),
+            Incoming::Notification(n) => handler.on_notification(&n),
             Incoming::Response(id) => log::debug!("ignoring a response to {id}"),
             Incoming::Invalid(resp) => send(&out, &resp),
         }
@@ -89,7 +99,10 @@ fn send(out: &Sender<Vec<u8>>, resp: &Response) {
 }
 
 fn cancel(in_flight: &InFlight, id: Option<&Value>) {
-    if let Some(flag) = id.and_then(Id::from_value).and_then(|id| in_flight.lock().get(&id).cloned()) {
+    if let Some(flag) = id
+        .and_then(Id::from_value)
+        .and_then(|id| in_flight.lock().get(&id).cloned())
+    {
         flag.store(true, Ordering::SeqCst);
     }
 }
@@ -98,8 +111,7 @@ fn queue(
     pool: &Pool,
     in_flight: &InFlight,
     out: &Sender<Vec<u8>>,
-    config: &Arc<Config>,
-    server: &Arc<Server>,
+    handler: &Arc<dyn Handler>,
     req: Request,
 ) {
     let cancelled = Arc::new(AtomicBool::new(false));
@@ -116,21 +128,21 @@ fn queue(
         }
         map.insert(req.id.clone(), cancelled.clone());
     }
-    let (in_flight, out, config, server) = (in_flight.clone(), out.clone(), config.clone(), server.clone());
+    let (in_flight, out, handler) = (in_flight.clone(), out.clone(), handler.clone());
     let job = Box::new(move || {
         let id = req.id.clone();
         // A request cancelled while queued is dropped without an answer (MCP cancellation).
         if !cancelled.load(Ordering::SeqCst) {
-            let ctx = CallContext {
-                principal: &config.principal,
-                policy: &config.policy,
-            };
-            let resp = catch_unwind(AssertUnwindSafe(|| server.handle(&ctx, req))).unwrap_or_else(|_| {
-                Response::err(
-                    Some(id.clone()),
-                    RpcError::new(ErrorCode::InternalError, "internal error: the handler panicked"),
-                )
-            });
+            let resp =
+                catch_unwind(AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
+                    Response::err(
+                        Some(id.clone()),
+                        RpcError::new(
+                            ErrorCode::InternalError,
+                            "internal error: the handler panicked",
+                        ),
+                    )
+                });
             if !cancelled.load(Ordering::SeqCst) {
                 send(&out, &resp);
             }
@@ -141,3 +153,7 @@ fn queue(
         log::error!("worker pool is gone; dropping a request");
     }
 }
+
+#[cfg(test)]
+#[path = "stdio_tests.rs"]
+mod tests;

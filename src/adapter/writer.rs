@@ -5,7 +5,9 @@ use std::io::Write;
 use std::thread::{self, JoinHandle};
 
 /// Spawn the writer. It exits when every `Sender` is dropped or the output fails.
-pub fn spawn<W: Write + Send + 'static>(out: W) -> std::io::Result<(Sender<Vec<u8>>, JoinHandle<()>)> {
+pub fn spawn<W: Write + Send + 'static>(
+    out: W,
+) -> std::io::Result<(Sender<Vec<u8>>, JoinHandle<()>)> {
     let (tx, rx) = unbounded::<Vec<u8>>();
     let handle = thread::Builder::new()
         .name("stdout-writer".into())

@@ -1,8 +1,10 @@
 //! `winx-code-agent`: the MCP adapter. All logic lives in the library.
 
 use std::process::ExitCode;
-use winx::config::cli::{self, Command, USAGE};
+use std::sync::Arc;
+use winx::adapter::{LocalHandler, stdio};
 use winx::config::Config;
+use winx::config::cli::{self, Command, USAGE};
 
 fn main() -> ExitCode {
     let command = match cli::parse(std::env::args_os().skip(1)) {
@@ -31,9 +33,15 @@ fn main() -> ExitCode {
         }
     };
     winx::adapter::init_logging(config.log_level);
-    let server = std::sync::Arc::new(winx::mcp::Server::new(&config));
-    let stdin = std::io::stdin().lock();
-    match winx::adapter::stdio::serve(stdin, std::io::stdout(), &config, server) {
+    let limits = stdio::Limits {
+        workers: config.workers,
+        max_message_bytes: config.max_message_bytes,
+    };
+    let handler = Arc::new(LocalHandler {
+        server: Arc::new(winx::mcp::Server::new(&config)),
+        config: Arc::new(config),
+    });
+    match stdio::serve(std::io::stdin().lock(), std::io::stdout(), limits, handler) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -10,7 +10,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("error: winx-guardian is not built yet in this version; only --version is available");
+            eprintln!(
+                "error: winx-guardian is not built yet in this version; only --version is available"
+            );
             ExitCode::from(2)
         }
     }

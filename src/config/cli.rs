@@ -44,7 +44,11 @@ pub struct UsageError(pub String);
 
 impl std::fmt::Display for UsageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "error: {}\nhint: run 'winx-code-agent --help' for usage", self.0)
+        write!(
+            f,
+            "error: {}\nhint: run 'winx-code-agent --help' for usage",
+            self.0
+        )
     }
 }
 
@@ -66,10 +70,15 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, Usage
                 }
                 serve.tool_profile = Some(string(parser.value().map_err(usage)?)?);
             }
-            Long("allow-tool") => serve.allow_tools.push(string(parser.value().map_err(usage)?)?),
+            Long("allow-tool") => serve
+                .allow_tools
+                .push(string(parser.value().map_err(usage)?)?),
             Value(v) if !saw_command && v == "serve" => saw_command = true,
             Value(v) => {
-                return Err(usage(format!("unexpected argument {:?}", v.to_string_lossy())));
+                return Err(usage(format!(
+                    "unexpected argument {:?}",
+                    v.to_string_lossy()
+                )));
             }
             other => return Err(usage(other.unexpected())),
         }
@@ -98,8 +107,12 @@ mod tests {
 
     #[test]
     fn repeated_allow_tool() {
-        let Ok(Command::Serve(a)) = p(&["serve", "--allow-tool", "Initialize", "--allow-tool=ReadFiles"])
-        else {
+        let Ok(Command::Serve(a)) = p(&[
+            "serve",
+            "--allow-tool",
+            "Initialize",
+            "--allow-tool=ReadFiles",
+        ]) else {
             panic!()
         };
         assert_eq!(a.allow_tools, vec!["Initialize", "ReadFiles"]);

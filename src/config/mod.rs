@@ -66,7 +66,11 @@ impl Config {
             None => DEFAULT_WORKERS,
             Some(v) => match v.parse::<usize>() {
                 Ok(n) if (1..=256).contains(&n) => n,
-                _ => return Err(ConfigError(format!("WINX_WORKERS must be 1..=256, got {v:?}"))),
+                _ => {
+                    return Err(ConfigError(format!(
+                        "WINX_WORKERS must be 1..=256, got {v:?}"
+                    )));
+                }
             },
         };
         Ok(Config {
@@ -112,8 +116,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn build(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> =
-            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::build(&cli::ServeArgs::default(), &|k| map.get(k).cloned())
     }
 
@@ -134,6 +140,11 @@ mod tests {
         assert_eq!(c.log_level, log::LevelFilter::Debug);
         assert!(build(&[("HOME", "/h"), ("WINX_LOG", "loud")]).is_err());
         assert!(build(&[("HOME", "/h"), ("WINX_WORKERS", "0")]).is_err());
-        assert_eq!(build(&[("HOME", "/h"), ("WINX_WORKERS", "3")]).unwrap().workers, 3);
+        assert_eq!(
+            build(&[("HOME", "/h"), ("WINX_WORKERS", "3")])
+                .unwrap()
+                .workers,
+            3
+        );
     }
 }

@@ -159,7 +159,12 @@ mod tests {
         assert_eq!(Profile::Full.tools().len(), 14);
         assert_eq!(
             Profile::ReadOnly.tools().into_iter().collect::<Vec<_>>(),
-            vec![ToolName::Initialize, ToolName::ReadFiles, ToolName::ReadImage, ToolName::CodeMap]
+            vec![
+                ToolName::Initialize,
+                ToolName::ReadFiles,
+                ToolName::ReadImage,
+                ToolName::CodeMap
+            ]
         );
         assert_eq!(Profile::Terminal.tools().len(), 2);
         assert!(!Profile::Coding.tools().contains(&ToolName::ReadImage));

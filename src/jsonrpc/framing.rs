@@ -120,7 +120,9 @@ mod tests {
     #[test]
     fn notification_has_no_id() {
         let inc = parse_message(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        assert!(matches!(inc, Incoming::Notification(n) if n.method == "notifications/initialized"));
+        assert!(
+            matches!(inc, Incoming::Notification(n) if n.method == "notifications/initialized")
+        );
     }
 
     #[test]
@@ -134,7 +136,9 @@ mod tests {
     fn batch_is_refused() {
         assert_eq!(error_code(parse_message(b"[]")), (None, -32600));
         assert_eq!(
-            error_code(parse_message(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)),
+            error_code(parse_message(
+                br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#
+            )),
             (None, -32600)
         );
     }
@@ -142,7 +146,9 @@ mod tests {
     #[test]
     fn invalid_requests_keep_a_usable_id() {
         assert_eq!(
-            error_code(parse_message(br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#)),
+            error_code(parse_message(
+                br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#
+            )),
             (Some(Id::Num(3)), -32600)
         );
         assert_eq!(
@@ -150,11 +156,15 @@ mod tests {
             (Some(Id::Str("x".into())), -32600)
         );
         assert_eq!(
-            error_code(parse_message(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#)),
+            error_code(parse_message(
+                br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#
+            )),
             (None, -32600)
         );
         assert_eq!(
-            error_code(parse_message(br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#)),
+            error_code(parse_message(
+                br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#
+            )),
             (None, -32600)
         );
         assert_eq!(error_code(parse_message(b"42")), (None, -32600));
@@ -163,7 +173,9 @@ mod tests {
     #[test]
     fn positional_params_are_invalid_params() {
         assert_eq!(
-            error_code(parse_message(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#)),
+            error_code(parse_message(
+                br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#
+            )),
             (Some(Id::Num(1)), -32602)
         );
     }

@@ -11,7 +11,9 @@ pub enum Line {
     /// A complete line, without its terminator (a trailing `\r` is removed too).
     Message(Vec<u8>),
     /// A line longer than the cap; `bytes` is how long it was.
-    Oversized { bytes: usize },
+    Oversized {
+        bytes: usize,
+    },
     Eof,
 }
 
@@ -114,7 +116,10 @@ mod tests {
         input.extend_from_slice(b"\nok\n");
         assert_eq!(
             lines(&input, 10),
-            vec![Line::Oversized { bytes: 100 }, Line::Message(b"ok".to_vec())]
+            vec![
+                Line::Oversized { bytes: 100 },
+                Line::Message(b"ok".to_vec())
+            ]
         );
     }
 
@@ -130,6 +135,9 @@ mod tests {
 
     #[test]
     fn exactly_the_cap_is_accepted() {
-        assert_eq!(lines(b"0123456789\n", 10), vec![Line::Message(b"0123456789".to_vec())]);
+        assert_eq!(
+            lines(b"0123456789\n", 10),
+            vec![Line::Message(b"0123456789".to_vec())]
+        );
     }
 }

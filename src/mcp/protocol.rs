@@ -83,8 +83,14 @@ mod tests {
     fn negotiation_echoes_known_versions() {
         assert_eq!(negotiate_handshake(Some("2024-11-05")), "2024-11-05");
         assert_eq!(negotiate_handshake(Some("2025-06-18")), "2025-06-18");
-        assert_eq!(negotiate_handshake(Some("1999-01-01")), LATEST_HANDSHAKE_VERSION);
-        assert_eq!(negotiate_handshake(Some(MODERN_VERSION)), LATEST_HANDSHAKE_VERSION);
+        assert_eq!(
+            negotiate_handshake(Some("1999-01-01")),
+            LATEST_HANDSHAKE_VERSION
+        );
+        assert_eq!(
+            negotiate_handshake(Some(MODERN_VERSION)),
+            LATEST_HANDSHAKE_VERSION
+        );
         assert_eq!(negotiate_handshake(None), LATEST_HANDSHAKE_VERSION);
     }
 
@@ -95,7 +101,9 @@ mod tests {
             META_CLIENT_INFO: {"name": "mcp", "version": "1"}}}));
         assert_eq!(
             request_era(&modern).unwrap(),
-            Era::Modern { client_name: Some("mcp".into()) }
+            Era::Modern {
+                client_name: Some("mcp".into())
+            }
         );
         let bad = params(json!({"_meta": {META_PROTOCOL_VERSION: "2099-01-01"}}));
         let e = request_era(&bad).unwrap_err();

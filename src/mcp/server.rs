@@ -131,7 +131,11 @@ impl Server {
     ) -> Result<Value, RpcError> {
         let name = match params.remove("name") {
             Some(Value::String(n)) => n,
-            Some(_) => return Err(RpcError::invalid_params("tools/call: name must be a string")),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "tools/call: name must be a string",
+                ));
+            }
             None => return Err(RpcError::invalid_params("tools/call: missing name")),
         };
         let arguments = match params.remove("arguments") {

@@ -69,10 +69,16 @@ mod tests {
     #[test]
     fn ids_are_stable_and_scoped_by_principal() {
         let a = workspace_thread_id("local", Path::new("/home/u/My Project"));
-        assert_eq!(a, workspace_thread_id("local", Path::new("/home/u/My Project")));
+        assert_eq!(
+            a,
+            workspace_thread_id("local", Path::new("/home/u/My Project"))
+        );
         assert!(a.starts_with("ws_my-project_"), "{a}");
         assert_eq!(a.len(), "ws_my-project_".len() + 12);
-        assert_ne!(a, workspace_thread_id("other", Path::new("/home/u/My Project")));
+        assert_ne!(
+            a,
+            workspace_thread_id("other", Path::new("/home/u/My Project"))
+        );
         assert!(workspace_thread_id("p", Path::new("/")).starts_with("ws_root_"));
     }
 

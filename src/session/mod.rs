@@ -97,7 +97,10 @@ impl SessionService {
         if let Some(b) = self.live.lock().get(&(principal.into(), thread_id.into())) {
             return Ok(Some(b.clone()));
         }
-        let row = self.store()?.session_get(principal, thread_id).map_err(store_err)?;
+        let row = self
+            .store()?
+            .session_get(principal, thread_id)
+            .map_err(store_err)?;
         Ok(row.map(|r| Binding {
             thread_id: r.thread_id,
             workspace_root: PathBuf::from(r.workspace_root),
@@ -191,10 +194,11 @@ impl SessionService {
                 workspace_root: None,
             });
         };
-        let supplied = ids::canonical_workspace(ws_arg).map_err(|detail| ToolError::WorkspaceInvalid {
-            path: ws_arg.into(),
-            detail,
-        })?;
+        let supplied =
+            ids::canonical_workspace(ws_arg).map_err(|detail| ToolError::WorkspaceInvalid {
+                path: ws_arg.into(),
+                detail,
+            })?;
         let was_live = self.is_live(principal, thread_id);
         let binding = match self.load(principal, thread_id)? {
             Some(b) => b,
@@ -233,7 +237,12 @@ impl SessionService {
     }
 
     /// Apply a new mode to a verified binding.
-    pub fn set_mode(&self, principal: &str, binding: &Binding, mode: Mode) -> Result<Binding, ToolError> {
+    pub fn set_mode(
+        &self,
+        principal: &str,
+        binding: &Binding,
+        mode: Mode,
+    ) -> Result<Binding, ToolError> {
         let mut b = binding.clone();
         b.mode = mode;
         self.persist(principal, &b)?;
@@ -278,8 +287,14 @@ mod tests {
         let a = svc.attach_or_create("local", &ws, None).unwrap();
         let ws_s = ws.to_str().unwrap();
         let tid = a.binding.thread_id.as_str();
-        assert!(matches!(svc.verify("local", None, Some(ws_s)), Err(ToolError::NeedsInitialize { .. })));
-        assert!(matches!(svc.verify("local", Some(tid), None), Err(ToolError::NeedsInitialize { .. })));
+        assert!(matches!(
+            svc.verify("local", None, Some(ws_s)),
+            Err(ToolError::NeedsInitialize { .. })
+        ));
+        assert!(matches!(
+            svc.verify("local", Some(tid), None),
+            Err(ToolError::NeedsInitialize { .. })
+        ));
         let other = t.path().join("other");
         std::fs::create_dir(&other).unwrap();
         assert!(matches!(

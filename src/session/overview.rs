@@ -70,7 +70,9 @@ fn walk_files(ws: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![(ws.to_path_buf(), String::new(), 0usize)];
     while let Some((dir, rel, depth)) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
         let mut entries: Vec<_> = entries.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
@@ -78,7 +80,11 @@ fn walk_files(ws: &Path) -> Vec<String> {
                 return out;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             let Ok(ft) = e.file_type() else { continue };
             if ALWAYS_SKIP.contains(&name.as_str()) || ignore.ignored(&name, ft.is_dir()) {
                 continue;
@@ -180,7 +186,10 @@ fn render_tree(files: &[String]) -> String {
         out.push('\n');
     }
     if total > MAX_TREE_LINES {
-        out.push_str(&format!("… {} more entries not shown\n", total - MAX_TREE_LINES));
+        out.push_str(&format!(
+            "… {} more entries not shown\n",
+            total - MAX_TREE_LINES
+        ));
     }
     if total == 0 {
         out.push_str("(empty)\n");
@@ -235,7 +244,11 @@ mod tests {
         fs::write(ws.join("AGENTS.md"), "be nice").unwrap();
         let files = walk_files(ws);
         assert!(files.contains(&"src/deep/x.rs".to_string()));
-        assert!(!files.iter().any(|f| f.starts_with("build") || f.ends_with(".log")));
+        assert!(
+            !files
+                .iter()
+                .any(|f| f.starts_with("build") || f.ends_with(".log"))
+        );
         let o = build(ws);
         assert!(o.tree.contains("src/ (2 files)"), "{}", o.tree);
         assert!(o.tree.contains("  src/deep/ (1 file)"), "{}", o.tree);
@@ -249,7 +262,11 @@ mod tests {
         assert_eq!(tree.lines().count(), MAX_TREE_LINES + 1);
         assert!(tree.contains("60 more entries not shown"));
         let tmp = tempfile::tempdir().unwrap();
-        fs::write(tmp.path().join("CLAUDE.md"), "x".repeat(MAX_GUIDELINE_BYTES + 10)).unwrap();
+        fs::write(
+            tmp.path().join("CLAUDE.md"),
+            "x".repeat(MAX_GUIDELINE_BYTES + 10),
+        )
+        .unwrap();
         let g = guidelines(tmp.path());
         assert!(g[0].1.contains("truncated"));
     }

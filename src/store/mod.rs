@@ -75,8 +75,10 @@ impl Store {
         let conn = Connection::open(&path).map_err(ctx("open database"))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(ctx("set busy timeout"))?;
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
-            .map_err(ctx("configure database"))?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+        )
+        .map_err(ctx("configure database"))?;
         migrate(&conn)?;
         Ok(Store {
             conn: Mutex::new(conn),
@@ -168,7 +170,10 @@ mod tests {
         assert_eq!(mode(&dir), 0o700);
         assert_eq!(mode(store.path()), 0o600);
         let mode_journal: String = store
-            .with(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)), "q")
+            .with(
+                |c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)),
+                "q",
+            )
             .unwrap();
         assert_eq!(mode_journal, "wal");
         let sync: i64 = store
@@ -188,7 +193,10 @@ mod tests {
         fs::create_dir(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         Store::open(&dir).unwrap();
-        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
     }
 
     #[test]

@@ -105,8 +105,17 @@ mod tests {
     #[test]
     fn survives_reopen() {
         let tmp = tempfile::tempdir().unwrap();
-        Store::open(tmp.path()).unwrap().session_put(&row("t2", "/b", 5)).unwrap();
+        Store::open(tmp.path())
+            .unwrap()
+            .session_put(&row("t2", "/b", 5))
+            .unwrap();
         let s = Store::open(tmp.path()).unwrap();
-        assert_eq!(s.session_get("local", "t2").unwrap().unwrap().workspace_root, "/b");
+        assert_eq!(
+            s.session_get("local", "t2")
+                .unwrap()
+                .unwrap()
+                .workspace_root,
+            "/b"
+        );
     }
 }

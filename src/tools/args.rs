@@ -46,7 +46,10 @@ impl<'a> Args<'a> {
                 s.len()
             ))),
             Some(Value::String(s)) => Ok(Some(s.as_str())),
-            Some(other) => Err(bad(format!("{key} must be a string, got {}", type_name(other)))),
+            Some(other) => Err(bad(format!(
+                "{key} must be a string, got {}",
+                type_name(other)
+            ))),
         }
     }
 
@@ -87,7 +90,10 @@ impl<'a> Args<'a> {
                     .collect::<Result<Vec<_>, _>>()
                     .map(Some)
             }
-            Some(other) => Err(bad(format!("{key} must be a list of strings, got {}", type_name(other)))),
+            Some(other) => Err(bad(format!(
+                "{key} must be a list of strings, got {}",
+                type_name(other)
+            ))),
         }
     }
 }
@@ -125,7 +131,12 @@ mod tests {
         let m = map(json!({"s": "v", "n": 3, "l": ["a", 1], "big": long, "e": "q"}));
         let a = Args::strict(&m, &["s", "n", "l", "big", "e"]).unwrap();
         assert_eq!(a.opt_str("s").unwrap(), Some("v"));
-        assert!(a.opt_str("n").unwrap_err().message().contains("must be a string, got a number"));
+        assert!(
+            a.opt_str("n")
+                .unwrap_err()
+                .message()
+                .contains("must be a string, got a number")
+        );
         assert!(a.opt_str_list("l").is_err());
         assert!(a.opt_str("big").unwrap_err().message().contains("limit"));
         assert!(a.opt_enum("e", &["x", "y"]).is_err());

@@ -9,7 +9,10 @@ pub enum ToolError {
     /// Arguments do not match the tool's input schema.
     InvalidInput { detail: String },
     /// No tool by that name exists.
-    UnknownTool { name: String, available: Vec<String> },
+    UnknownTool {
+        name: String,
+        available: Vec<String>,
+    },
     /// The tool exists but the caller's policy hides it.
     PolicyBlocked { tool: String },
     /// The call carries no usable session binding.
@@ -51,9 +54,13 @@ impl ToolError {
             retry_same_call,
         };
         match self {
-            ToolError::InvalidInput { .. } => m(Status::InvalidInput, "invalid_tool_input", true, false),
+            ToolError::InvalidInput { .. } => {
+                m(Status::InvalidInput, "invalid_tool_input", true, false)
+            }
             ToolError::UnknownTool { .. } => m(Status::InvalidInput, "unknown_tool", false, false),
-            ToolError::PolicyBlocked { .. } => m(Status::PolicyBlocked, "policy_blocked", false, false),
+            ToolError::PolicyBlocked { .. } => {
+                m(Status::PolicyBlocked, "policy_blocked", false, false)
+            }
             ToolError::NeedsInitialize { .. } => {
                 m(Status::NeedsInitialize, "needs_initialize", true, false)
             }
@@ -66,8 +73,12 @@ impl ToolError {
                 false,
                 false,
             ),
-            ToolError::WorkspaceInvalid { .. } => m(Status::InvalidInput, "workspace_invalid", true, false),
-            ToolError::StoreUnavailable { .. } => m(Status::Failed, "state_store_unavailable", true, true),
+            ToolError::WorkspaceInvalid { .. } => {
+                m(Status::InvalidInput, "workspace_invalid", true, false)
+            }
+            ToolError::StoreUnavailable { .. } => {
+                m(Status::Failed, "state_store_unavailable", true, true)
+            }
         }
     }
 
@@ -137,7 +148,8 @@ impl ToolError {
                 ..
             } => Some(NextAction {
                 tool: "Initialize".into(),
-                instruction: "Use the pair Initialize returned; this status call confirms it.".into(),
+                instruction: "Use the pair Initialize returned; this status call confirms it."
+                    .into(),
                 arguments: json!({"type": "status", "thread_id": thread_id, "workspace_root": bound_workspace}),
             }),
             ToolError::WorkspaceChangeRequiresNewSession {
@@ -207,6 +219,9 @@ mod tests {
         }
         .into_output("Initialize");
         assert_eq!(out.envelope.status, Status::Conflict);
-        assert_eq!(out.envelope.next_action.unwrap().arguments["workspace_root"], "/a");
+        assert_eq!(
+            out.envelope.next_action.unwrap().arguments["workspace_root"],
+            "/a"
+        );
     }
 }

@@ -56,14 +56,19 @@ fn parse(map: &Map<String, Value>) -> Result<InitArgs<'_>, ToolError> {
     }
     Ok(InitArgs {
         kind,
-        workspace_root: a.opt_str("workspace_root")?.filter(|s| !s.trim().is_empty()),
+        workspace_root: a
+            .opt_str("workspace_root")?
+            .filter(|s| !s.trim().is_empty()),
         thread_id: a.opt_str("thread_id")?.filter(|s| !s.trim().is_empty()),
         mode,
     })
 }
 
 /// code_writer needs both allowlists, explicitly: there is no silent default policy.
-fn code_writer(commands: Option<Vec<String>>, globs: Option<Vec<String>>) -> Result<Mode, ToolError> {
+fn code_writer(
+    commands: Option<Vec<String>>,
+    globs: Option<Vec<String>>,
+) -> Result<Mode, ToolError> {
     let need = |v: Option<Vec<String>>, field: &str| match v {
         Some(v) if !v.is_empty() && v.iter().all(|s| !s.trim().is_empty()) => Ok(v),
         _ => Err(ToolError::InvalidInput {
@@ -126,7 +131,11 @@ fn first_call(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolErro
     } = ctx
         .sessions
         .attach_or_create(ctx.principal, &workspace, args.mode.clone())?;
-    let transition = if existed { "attached_existing" } else { "created" };
+    let transition = if existed {
+        "attached_existing"
+    } else {
+        "created"
+    };
     let mut out = answer(ctx, &binding, transition, recovered, !existed);
     out.envelope.data["mode_changed"] = json!(mode_changed);
     Ok(out)
@@ -146,10 +155,11 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
             detail: "user_asked_change_workspace requires workspace_root (the new project)".into(),
         });
     };
-    let requested = ids::canonical_workspace(requested).map_err(|detail| ToolError::WorkspaceInvalid {
-        path: requested.into(),
-        detail,
-    })?;
+    let requested =
+        ids::canonical_workspace(requested).map_err(|detail| ToolError::WorkspaceInvalid {
+            path: requested.into(),
+            detail,
+        })?;
     match ctx.sessions.verify(
         ctx.principal,
         Some(thread_id),
@@ -171,7 +181,13 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
 
 /// Build the answer. `full` adds the workspace overview and guidelines; repeated calls
 /// for a known session answer compactly.
-fn answer(ctx: &ToolContext, b: &Binding, transition: &str, recovered: bool, full: bool) -> ToolOutput {
+fn answer(
+    ctx: &ToolContext,
+    b: &Binding,
+    transition: &str,
+    recovered: bool,
+    full: bool,
+) -> ToolOutput {
     let ws = b.workspace_str();
     let mut text = format!(
         "Session {transition}.\nthread_id: {}\nworkspace_root: {ws}\nmode: {}\n\
@@ -194,7 +210,10 @@ fn answer(ctx: &ToolContext, b: &Binding, transition: &str, recovered: bool, ful
     });
     if full {
         let o = overview::build(&b.workspace_root);
-        text.push_str(&format!("\n# Workspace ({} files)\n{}", o.files_seen, o.tree));
+        text.push_str(&format!(
+            "\n# Workspace ({} files)\n{}",
+            o.files_seen, o.tree
+        ));
         for (name, body) in &o.guidelines {
             text.push_str(&format!("\n# {name}\n{body}\n"));
         }
@@ -204,7 +223,9 @@ fn answer(ctx: &ToolContext, b: &Binding, transition: &str, recovered: bool, ful
         data["files_in_overview"] = json!(o.files_seen);
         data["guidelines"] = json!(o.guidelines.iter().map(|(n, _)| n).collect::<Vec<_>>());
     } else if transition == "attached_existing" {
-        text.push_str("Attached to the existing session; workspace overview unchanged and not repeated.\n");
+        text.push_str(
+            "Attached to the existing session; workspace overview unchanged and not repeated.\n",
+        );
     }
     let message = format!("Initialize {transition}: {}", b.thread_id);
     ToolOutput {

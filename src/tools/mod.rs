@@ -38,7 +38,11 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         _ => {
             // Echo a bounded prefix only: the name is untrusted and may be huge.
             let shown: String = name.chars().take(MAX_ECHOED_NAME_CHARS).collect();
-            let available = ctx.policy.served().map(|t| t.as_str().to_string()).collect();
+            let available = ctx
+                .policy
+                .served()
+                .map(|t| t.as_str().to_string())
+                .collect();
             return ToolError::UnknownTool {
                 name: shown.clone(),
                 available,
