@@ -8,7 +8,7 @@
 use super::Handler;
 use super::pool::Pool;
 use super::writer;
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, Stopwatch};
 use crate::jsonrpc::line_reader::{Line, LineReader};
 use crate::jsonrpc::{ErrorCode, Id, Incoming, Request, Response, RpcError, parse_message};
 use crossbeam_channel::Sender;
@@ -133,6 +133,8 @@ fn queue(
         let id = req.id.clone();
         // A request cancelled while queued is dropped without an answer (MCP cancellation).
         if !cancelled.load(Ordering::SeqCst) {
+            let method = req.method.clone();
+            let clock = Stopwatch::start();
             let resp =
                 catch_unwind(AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
                     Response::err(
@@ -143,8 +145,11 @@ fn queue(
                         ),
                     )
                 });
-            if !cancelled.load(Ordering::SeqCst) {
+            if cancelled.load(Ordering::SeqCst) {
+                log::debug!("{method} id={id} cancelled; answer discarded");
+            } else {
                 send(&out, &resp);
+                log::debug!("{method} id={id} answered in {:?}", clock.elapsed());
             }
         }
         in_flight.lock().remove(&id);

@@ -33,6 +33,13 @@ fn main() -> ExitCode {
         }
     };
     winx::adapter::init_logging(config.log_level);
+    log::info!(
+        "winx-code-agent {} serving MCP on stdio ({} workers, tool policy {}, state dir {})",
+        winx::build_info::identity(),
+        config.workers,
+        config.policy.source,
+        config.state_dir.display()
+    );
     let limits = stdio::Limits {
         workers: config.workers,
         max_message_bytes: config.max_message_bytes,

@@ -1,6 +1,6 @@
 //! `Server::handle`: one JSON-RPC request in, one response out. Shared by every transport.
 
-use super::protocol::{self, Era, META_SERVER_INFO};
+use super::protocol::{self, META_SERVER_INFO};
 use crate::build_info;
 use crate::config::Config;
 use crate::config::profile::ToolPolicy;
@@ -76,12 +76,14 @@ impl Server {
         if req.method == "initialize" {
             return Ok(self.initialize(&req.params));
         }
-        let era = protocol::request_era(&req.params)?;
+        // Checked for every other method: a stateless request naming an unknown protocol
+        // version is refused before anything runs.
+        protocol::request_era(&req.params)?;
         match req.method.as_str() {
             "server/discover" => Ok(self.discover()),
             "ping" => Ok(json!({})),
             "tools/list" => Ok(self.tools_list(ctx)),
-            "tools/call" => self.tools_call(ctx, &era, req.params),
+            "tools/call" => self.tools_call(ctx, req.params),
             other => Err(RpcError::new(
                 ErrorCode::MethodNotFound,
                 format!("method not found: {other}"),
@@ -126,7 +128,6 @@ impl Server {
     fn tools_call(
         &self,
         ctx: &CallContext,
-        era: &Era,
         mut params: Map<String, Value>,
     ) -> Result<Value, RpcError> {
         let name = match params.remove("name") {
@@ -152,7 +153,6 @@ impl Server {
             principal: ctx.principal,
             policy: ctx.policy,
             extra_instructions: self.extra_instructions.as_deref(),
-            modern: matches!(era, Era::Modern { .. }),
         };
         let out = dispatch(&tctx, &name, &arguments);
         Ok(out.to_result())

@@ -27,8 +27,6 @@ pub struct ToolContext<'a> {
     pub policy: &'a ToolPolicy,
     /// `WINX_SERVER_INSTRUCTIONS`, repeated in full Initialize answers.
     pub extra_instructions: Option<&'a str>,
-    /// The request came in the stateless 2026-07-28 era.
-    pub modern: bool,
 }
 
 /// Resolve the name, enforce policy, run the tool. Never panics on bad input.
@@ -65,4 +63,68 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         }),
     };
     result.unwrap_or_else(|e| e.into_output(tool.as_str()))
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use crate::config::profile::{Profile, ToolPolicy};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[ -~\\PC]{0,12}".prop_map(Value::String),
+            prop_oneof![
+                Just("first_call"),
+                Just("status"),
+                Just("reset_shell"),
+                Just("user_asked_mode_change"),
+                Just("user_asked_change_workspace"),
+                Just("code_writer"),
+                Just("/"),
+                Just("/tmp"),
+            ]
+            .prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z_]{1,8}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn arb_args() -> impl Strategy<Value = Map<String, Value>> {
+        let key = prop_oneof![
+            Just("type".to_string()),
+            Just("workspace_root".to_string()),
+            Just("thread_id".to_string()),
+            Just("mode".to_string()),
+            Just("allowed_commands".to_string()),
+            Just("allowed_globs".to_string()),
+            "[a-z]{1,6}",
+        ];
+        proptest::collection::btree_map(key, arb_json(), 0..6).prop_map(|m| m.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+        /// Arbitrary arguments never panic and always produce a schema-shaped envelope.
+        #[test]
+        fn dispatch_never_panics(args in arb_args(), name in prop_oneof![Just("Initialize".to_string()), "[A-Za-z]{0,10}"]) {
+            let tmp = tempfile::tempdir().unwrap();
+            let sessions = SessionService::new(tmp.path().join("state"));
+            let policy = ToolPolicy::profile(Profile::Full);
+            let ctx = ToolContext { sessions: &sessions, principal: "p", policy: &policy, extra_instructions: None };
+            let out = dispatch(&ctx, &name, &args).to_result();
+            let sc = &out["structuredContent"];
+            prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());
+            prop_assert_eq!(out["isError"].as_bool().unwrap(), sc["errorCode"].is_string());
+        }
+    }
 }

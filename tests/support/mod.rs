@@ -113,14 +113,16 @@ impl Agent {
 
     /// Next line from stdout, parsed; panics after `HARD_TIMEOUT`.
     pub fn recv(&self) -> Value {
-        self.recv_within(HARD_TIMEOUT).expect("no message within the hard timeout")
+        self.recv_within(HARD_TIMEOUT)
+            .expect("no message within the hard timeout")
     }
 
     pub fn recv_within(&self, d: Duration) -> Option<Value> {
         match self.lines.recv_timeout(d) {
-            Ok(line) => Some(serde_json::from_str(&line).unwrap_or_else(|e| {
-                panic!("stdout carried a non-JSON line ({e}): {line:?}")
-            })),
+            Ok(line) => Some(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line:?}")),
+            ),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => None,
         }
@@ -138,7 +140,9 @@ impl Agent {
         let deadline = Instant::now() + HARD_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let msg = self.recv_within(left).unwrap_or_else(|| panic!("no answer to {method}"));
+            let msg = self
+                .recv_within(left)
+                .unwrap_or_else(|| panic!("no answer to {method}"));
             if msg["id"] == json!(id) {
                 return msg;
             }
@@ -155,7 +159,11 @@ impl Agent {
     /// `Initialize first_call` on this agent's workspace; returns the structured envelope.
     pub fn first_call(&mut self) -> Value {
         let ws = self.ws();
-        self.call("Initialize", json!({"type": "first_call", "workspace_root": ws}))["structuredContent"].clone()
+        self.call(
+            "Initialize",
+            json!({"type": "first_call", "workspace_root": ws}),
+        )["structuredContent"]
+            .clone()
     }
 
     pub fn close_stdin(&mut self) {
