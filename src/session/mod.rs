@@ -305,7 +305,7 @@ mod tests {
             svc.verify("local", Some("ws_nope_000000000000"), Some(ws_s)),
             Err(ToolError::NeedsInitialize { .. })
         ));
-        assert_eq!(svc.verify("local", Some(tid), Some(ws_s)).unwrap().1, false);
+        assert!(!svc.verify("local", Some(tid), Some(ws_s)).unwrap().1);
         // Another principal cannot use the pair.
         assert!(svc.verify("intruder", Some(tid), Some(ws_s)).is_err());
         // A fresh process (same state dir) recovers the binding from the store.
