@@ -33,7 +33,10 @@ fn sources() -> Vec<(String, String)> {
 fn source_files_stay_small() {
     for (path, text) in sources() {
         let n = text.lines().count();
-        assert!(n <= MAX_LINES, "{path} has {n} lines; split it by concern (cap {MAX_LINES})");
+        assert!(
+            n <= MAX_LINES,
+            "{path} has {n} lines; split it by concern (cap {MAX_LINES})"
+        );
     }
 }
 
@@ -46,20 +49,44 @@ fn banned_calls_stay_out_of_src() {
             .collect::<Vec<_>>()
             .join("\n");
         if path != "src/deadline.rs" {
-            assert!(!code.contains("Instant::now"), "{path}: use deadline::Deadline/Stopwatch");
+            assert!(
+                !code.contains("Instant::now"),
+                "{path}: use deadline::Deadline/Stopwatch"
+            );
         }
-        assert!(!code.contains("thread::sleep"), "{path}: wait on a channel, never sleep");
+        assert!(
+            !code.contains("thread::sleep"),
+            "{path}: wait on a channel, never sleep"
+        );
         let reads_env = code.contains("env::var");
-        let allowed = path.starts_with("src/config/") || path.starts_with("src/bin/") || path == "src/build.rs";
-        assert!(!reads_env || allowed, "{path}: configuration is read only in config/");
-        assert!(!code.contains("todo!(") && !code.contains("unimplemented!("), "{path}: no stubs");
+        let allowed = path.starts_with("src/config/")
+            || path.starts_with("src/bin/")
+            || path == "src/build.rs";
+        assert!(
+            !reads_env || allowed,
+            "{path}: configuration is read only in config/"
+        );
+        assert!(
+            !code.contains("todo!(") && !code.contains("unimplemented!("),
+            "{path}: no stubs"
+        );
     }
 }
 
 #[test]
 fn no_async_runtime_in_the_manifest() {
-    let manifest = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
-    for banned in ["tokio", "async-std", "smol", "futures", "hyper", "axum", "rmcp", "tower"] {
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    for banned in [
+        "tokio",
+        "async-std",
+        "smol",
+        "futures",
+        "hyper",
+        "axum",
+        "rmcp",
+        "tower",
+    ] {
         assert!(
             !manifest.lines().any(|l| l.trim_start().starts_with(banned)),
             "Cargo.toml names {banned}; the design card forbids an async runtime"
@@ -70,7 +97,10 @@ fn no_async_runtime_in_the_manifest() {
 #[test]
 fn only_the_adapter_and_jsonrpc_know_the_wire() {
     for (path, text) in sources() {
-        if path.starts_with("src/tools/") || path.starts_with("src/session/") || path.starts_with("src/store/") {
+        if path.starts_with("src/tools/")
+            || path.starts_with("src/session/")
+            || path.starts_with("src/store/")
+        {
             assert!(!text.contains("jsonrpc"), "{path} must not know JSON-RPC");
         }
     }
