@@ -6,9 +6,14 @@
 pub mod adapter;
 pub mod build_info;
 pub mod config;
+pub mod daemon;
 pub mod deadline;
+pub mod guardian;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod runtime;
 pub mod session;
+pub mod shell;
 pub mod store;
 pub mod tools;
+pub mod wire;

@@ -6,6 +6,8 @@
 //! Needs the venv: `make test` sets `WINX_TEST_PYTHON`; otherwise `target/venv/bin/python`
 //! (from `make venv`) is used. Without either the test fails; it never skips silently.
 
+mod support;
+
 use crossbeam_channel::{RecvTimeoutError, bounded};
 use serde_json::Value;
 use std::io::Read;
@@ -60,6 +62,11 @@ fn run_script(mode: &str) -> Run {
     let workspace = dir.path().join("project");
     std::fs::create_dir(&home).unwrap();
     std::fs::create_dir(&workspace).unwrap();
+    // A private runtime dir: this test's winxd and guardians are its own, and are ended
+    // by `Run`'s cleanup below.
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     std::fs::write(workspace.join("README.md"), "# interop fixture\n").unwrap();
 
     let python = python();
@@ -77,6 +84,7 @@ fn run_script(mode: &str) -> Run {
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &home)
         .env("WINX_STATE_DIR", &state)
+        .env("XDG_RUNTIME_DIR", &run)
         // The script's second ("wrong") workspace lands in this temp dir too.
         .env("TMPDIR", dir.path())
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -121,6 +129,7 @@ fn run_script(mode: &str) -> Run {
     let stderr = err_rx
         .recv_timeout(SCRIPT_TIMEOUT)
         .unwrap_or_else(|_| "<stderr still open: the server outlived the script>".into());
+    support::kill_processes_mentioning(dir.path());
     Run {
         status,
         stdout,

@@ -156,7 +156,7 @@ fn unknown_tools_and_bad_arguments_are_tool_errors() {
     assert_eq!(r["structuredContent"]["errorCode"], "unknown_tool");
     assert_eq!(
         r["structuredContent"]["data"]["available_tools"],
-        json!(["Initialize"])
+        json!(["Initialize", "BashCommand"])
     );
     let r = a.call("Initialize", json!({"type": "first_call", "bogus": 1}));
     assert_eq!(r["structuredContent"]["errorCode"], "invalid_tool_input");

@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => args,
     };
-    let config = match Config::build(&args, &|k| std::env::var(k).ok()) {
+    let config = match Config::build(&args, std::env::vars().collect()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}\nhint: run 'winx-code-agent --help' for usage");

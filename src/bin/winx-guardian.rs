@@ -1,19 +1,99 @@
-//! `winx-guardian`: reserved process role (see docs/architecture.md). The shell runtime issue
-//! gives it a body; until then it only reports its build identity.
+//! `winx-guardian`: one logical session's shell and PTYs. Started by winxd; see
+//! docs/architecture.md.
 
+use lexopt::prelude::*;
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use winx::guardian::{self, Dialect, ShellSpec};
+
+const USAGE: &str = "usage: winx-guardian --socket PATH --session-dir DIR --workspace DIR --shell PATH \
+[--dialect bash|zsh] [--ready-fd N] | --version";
 
 fn main() -> ExitCode {
-    match std::env::args().nth(1).as_deref() {
-        Some("-V") | Some("--version") => {
-            println!("winx-guardian {}", winx::build_info::identity());
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!(
-                "error: winx-guardian is not built yet in this version; only --version is available"
-            );
-            ExitCode::from(2)
+    let mut socket = None;
+    let mut session_dir = None;
+    let mut workspace = None;
+    let mut shell = None;
+    let mut dialect = Dialect::Bash;
+    let mut ready_fd: Option<i32> = None;
+    let mut parser = lexopt::Parser::from_env();
+    loop {
+        let arg = match parser.next() {
+            Ok(Some(a)) => a,
+            Ok(None) => break,
+            Err(e) => return usage(e),
+        };
+        match arg {
+            Short('V') | Long("version") => {
+                println!("winx-guardian {}", winx::build_info::identity());
+                return ExitCode::SUCCESS;
+            }
+            Long("socket") => socket = value(&mut parser).ok().map(PathBuf::from),
+            Long("session-dir") => session_dir = value(&mut parser).ok().map(PathBuf::from),
+            Long("workspace") => workspace = value(&mut parser).ok(),
+            Long("shell") => shell = value(&mut parser).ok(),
+            Long("dialect") => {
+                dialect = match value(&mut parser).as_deref() {
+                    Ok("bash") => Dialect::Bash,
+                    Ok("zsh") => Dialect::Zsh,
+                    _ => return usage("--dialect is bash or zsh"),
+                }
+            }
+            Long("ready-fd") => match value(&mut parser).map(|v| v.parse::<i32>()) {
+                Ok(Ok(n)) => ready_fd = Some(n),
+                _ => return usage("--ready-fd takes a file descriptor number"),
+            },
+            other => return usage(other.unexpected()),
         }
     }
+    let (Some(socket), Some(session_dir), Some(workspace), Some(program)) =
+        (socket, session_dir, workspace, shell)
+    else {
+        return usage("--socket, --session-dir, --workspace and --shell are required");
+    };
+    winx::adapter::init_logging(log::LevelFilter::Warn);
+    let spec = ShellSpec {
+        program,
+        dialect,
+        env: std::env::vars().collect(),
+        workspace,
+        session_dir,
+    };
+    // The readiness pipe must not leak into the shells and guardians we start: a child
+    // holding it open would keep the starter from ever seeing EOF.
+    if let Some(fd) = ready_fd {
+        unsafe {
+            let flags = nix::libc::fcntl(fd, nix::libc::F_GETFD);
+            nix::libc::fcntl(fd, nix::libc::F_SETFD, flags | nix::libc::FD_CLOEXEC);
+        }
+    }
+    // SAFETY: winxd passes the readiness pipe on this fd and nothing else owns it.
+    let ready_file = ready_fd.map(|fd| unsafe { std::fs::File::from_raw_fd(fd) });
+    let ready = Box::new(move |r: Result<(), String>| {
+        if let Some(mut f) = ready_file {
+            let msg = match r {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("err: {e}"),
+            };
+            let _ = f.write_all(msg.as_bytes());
+        }
+    });
+    match guardian::run_process(spec, &socket, ready) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("winx-guardian: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}\nhint: {USAGE}");
+    ExitCode::from(2)
+}
+
+fn value(p: &mut lexopt::Parser) -> Result<String, lexopt::Error> {
+    p.value().map(|v| v.to_string_lossy().into_owned())
 }

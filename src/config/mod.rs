@@ -6,9 +6,11 @@
 pub mod cli;
 pub mod profile;
 
+use crate::guardian::shell::resolve as resolve_shell;
 use crate::jsonrpc::MAX_MESSAGE_BYTES;
+use crate::runtime::{RuntimeConfig, RuntimeKind};
 use profile::ToolPolicy;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Default size of the request worker pool. Small on purpose: tool calls are I/O bound and
 /// the machines we target have two cores; long shell waits park on channels, not threads.
@@ -21,6 +23,10 @@ pub mod env {
     pub const RUST_LOG: &str = "RUST_LOG";
     pub const WORKERS: &str = "WINX_WORKERS";
     pub const SERVER_INSTRUCTIONS: &str = "WINX_SERVER_INSTRUCTIONS";
+    pub const RUNTIME: &str = "WINX_RUNTIME";
+    pub const SHELL: &str = "WINX_SHELL";
+    pub const SOCKET: &str = "WINX_SOCKET";
+    pub const NO_REDACT: &str = "WINX_NO_REDACT";
 }
 
 /// Everything the stdio server needs, decided once.
@@ -34,6 +40,9 @@ pub struct Config {
     pub server_instructions: Option<String>,
     /// The principal of a stdio server: the local user.
     pub principal: String,
+    pub runtime: RuntimeConfig,
+    /// Secret redaction of command output (on unless `WINX_NO_REDACT=1`).
+    pub redact: bool,
 }
 
 /// A configuration problem, reported at startup with exit code 2.
@@ -47,11 +56,13 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl Config {
-    /// Build from validated arguments and an environment lookup (injectable for tests).
+    /// Build from validated arguments and the process environment (injectable for tests).
     pub fn build(
         args: &cli::ServeArgs,
-        env: &dyn Fn(&str) -> Option<String>,
+        vars: Vec<(String, String)>,
     ) -> Result<Config, ConfigError> {
+        let lookup = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let env: &dyn Fn(&str) -> Option<String> = &lookup;
         let policy = ToolPolicy::build(args.tool_profile.as_deref(), &args.allow_tools)
             .map_err(|e| ConfigError(e.to_string()))?;
         let state_dir = state_dir(env).ok_or_else(|| {
@@ -73,7 +84,10 @@ impl Config {
                 }
             },
         };
+        let runtime = runtime_config(env, &state_dir, vars.clone())?;
         Ok(Config {
+            runtime,
+            redact: env(env::NO_REDACT).is_none_or(|v| v != "1"),
             policy,
             state_dir,
             log_level,
@@ -97,6 +111,64 @@ fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     nonempty("HOME").map(|h| PathBuf::from(h).join(".local/state/winx"))
 }
 
+fn runtime_config(
+    env: &dyn Fn(&str) -> Option<String>,
+    state_dir: &Path,
+    base_env: Vec<(String, String)>,
+) -> Result<RuntimeConfig, ConfigError> {
+    let kind = match env(env::RUNTIME).as_deref() {
+        None | Some("") | Some("daemon") => RuntimeKind::Daemon,
+        Some("embedded") => RuntimeKind::Embedded,
+        Some(other) => {
+            return Err(ConfigError(format!(
+                "WINX_RUNTIME must be daemon or embedded, got {other:?}"
+            )));
+        }
+    };
+    let shell_name = env(env::SHELL)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "bash".into());
+    let path_var = env("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let shell = resolve_shell(&shell_name, &path_var).ok_or_else(|| {
+        ConfigError(format!(
+            "shell {shell_name:?} not found (WINX_SHELL / PATH)"
+        ))
+    })?;
+    let runtime_dir = runtime_dir(env);
+    let daemon_socket = env(env::SOCKET)
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| runtime_dir.join("winxd.sock"));
+    Ok(RuntimeConfig {
+        kind,
+        daemon_socket,
+        runtime_dir,
+        sessions_dir: state_dir.join("sessions"),
+        shell,
+        base_env,
+    })
+}
+
+/// `WINX_SOCKET`'s directory, else `$XDG_RUNTIME_DIR/winx` when that directory is ours and
+/// private, else `/tmp/winx-<uid>`.
+pub fn runtime_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    if let Some(sock) = env(env::SOCKET).filter(|s| !s.is_empty())
+        && let Some(dir) = Path::new(&sock).parent()
+    {
+        return dir.to_path_buf();
+    }
+    if let Some(xdg) = env("XDG_RUNTIME_DIR").filter(|s| !s.is_empty()) {
+        let ok = std::fs::metadata(&xdg)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+        if ok {
+            return PathBuf::from(xdg).join("winx");
+        }
+    }
+    PathBuf::from(format!("/tmp/winx-{uid}"))
+}
+
 /// Accepts a plain level name (`RUST_LOG=debug`); module filters are not supported.
 fn parse_level(v: &str) -> Option<log::LevelFilter> {
     match v.trim().to_ascii_lowercase().as_str() {
@@ -113,14 +185,14 @@ fn parse_level(v: &str) -> Option<log::LevelFilter> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     fn build(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = vars
+        let mut v: Vec<(String, String)> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Config::build(&cli::ServeArgs::default(), &|k| map.get(k).cloned())
+        v.push(("PATH".into(), "/usr/bin:/bin".into()));
+        Config::build(&cli::ServeArgs::default(), v)
     }
 
     #[test]

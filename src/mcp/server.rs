@@ -5,6 +5,7 @@ use crate::build_info;
 use crate::config::Config;
 use crate::config::profile::ToolPolicy;
 use crate::jsonrpc::{ErrorCode, Notification, Request, Response, RpcError};
+use crate::runtime::Runtime;
 use crate::session::SessionService;
 use crate::tools::catalog;
 use crate::tools::{ToolContext, dispatch};
@@ -30,6 +31,8 @@ pub struct CallContext<'a> {
 
 pub struct Server {
     sessions: SessionService,
+    runtime: Runtime,
+    redact: bool,
     instructions: String,
     extra_instructions: Option<String>,
 }
@@ -43,6 +46,8 @@ impl Server {
         }
         Server {
             sessions: SessionService::new(config.state_dir.clone()),
+            runtime: Runtime::new(config.runtime.clone()),
+            redact: config.redact,
             instructions,
             extra_instructions: config.server_instructions.clone(),
         }
@@ -150,7 +155,9 @@ impl Server {
         };
         let tctx = ToolContext {
             sessions: &self.sessions,
+            runtime: &self.runtime,
             principal: ctx.principal,
+            redact: self.redact,
             policy: ctx.policy,
             extra_instructions: self.extra_instructions.as_deref(),
         };

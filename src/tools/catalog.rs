@@ -37,6 +37,7 @@ fn tool(name: ToolName, description: &str, input: Value, a: Annotations) -> Valu
 pub fn definition(name: ToolName) -> Value {
     match name {
         ToolName::Initialize => initialize(),
+        ToolName::BashCommand => bash_command(),
         // Unimplemented tools are filtered out by `ToolPolicy::served`.
         other => json!({"name": other.as_str()}),
     }
@@ -66,6 +67,40 @@ fn initialize() -> Value {
             destructive: true,
             idempotent: false,
             open_world: false,
+        },
+    )
+}
+
+/// An input schema for a session-bound tool: the pair is added and required.
+fn bound(mut props: serde_json::Map<String, Value>, required: &[&str]) -> Value {
+    props.insert("thread_id".into(), json!({"type": "string"}));
+    props.insert("workspace_root".into(), json!({"type": "string"}));
+    let mut req = vec!["thread_id", "workspace_root"];
+    req.extend_from_slice(required);
+    json!({"type": "object", "properties": props, "required": req, "additionalProperties": false})
+}
+
+fn bash_command() -> Value {
+    let props = json!({
+        "action_json": {
+            "type": ["object", "string"],
+            "description": "One of: {command, is_background?} | {status_check: true, bg_command_id?} | {send_text, submit?, bg_command_id?} | {send_specials: [Enter|Key-up|Key-down|Key-left|Key-right|Ctrl-c|Ctrl-d|Ctrl-z]} | {send_ascii: [int]} | {screen: true, lines?, diff?}"
+        },
+        "wait_for_seconds": {"type": "number", "minimum": 0},
+        "wait_policy": {"enum": ["adaptive", "return_early", "until_complete"]},
+    });
+    tool(
+        ToolName::BashCommand,
+        "Run a command in the session's persistent shell, or observe/drive it. Returns output (tail kept, full text in a spill file), exit code and cwd. A running command returns status running: use status_check; a second foreground command is refused.",
+        bound(
+            props.as_object().cloned().unwrap_or_default(),
+            &["action_json"],
+        ),
+        Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
         },
     )
 }

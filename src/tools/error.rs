@@ -7,14 +7,18 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolError {
     /// Arguments do not match the tool's input schema.
-    InvalidInput { detail: String },
+    InvalidInput {
+        detail: String,
+    },
     /// No tool by that name exists.
     UnknownTool {
         name: String,
         available: Vec<String>,
     },
     /// The tool exists but the caller's policy hides it.
-    PolicyBlocked { tool: String },
+    PolicyBlocked {
+        tool: String,
+    },
     /// The call carries no usable session binding.
     NeedsInitialize {
         reason: String,
@@ -33,10 +37,50 @@ pub enum ToolError {
         requested_workspace: String,
     },
     /// The workspace path does not exist or is not a directory.
-    WorkspaceInvalid { path: String, detail: String },
+    WorkspaceInvalid {
+        path: String,
+        detail: String,
+    },
     /// The state store failed; nothing was changed.
-    StoreUnavailable { detail: String },
+    StoreUnavailable {
+        detail: String,
+    },
+    /// A foreground command is still running in this session.
+    CommandAlreadyRunning {
+        execution_id: String,
+        elapsed_ms: u64,
+        pair: SessionPair,
+    },
+    /// The session's shell or guardian is gone; a reset starts a new one.
+    ShellUnavailable {
+        detail: String,
+        pair: SessionPair,
+    },
+    /// The session's mode forbids the command; it was not run.
+    CommandDenied {
+        reason: String,
+    },
+    /// `until_complete` was asked for an action that is not a foreground command.
+    WaitPolicyIncompatible {
+        corrected: Value,
+    },
+    NoSuchBackgroundCommand {
+        bg_id: String,
+    },
+    BackgroundLimit {
+        limit: usize,
+    },
 }
+
+/// The `thread_id` + `workspace_root` pair, for next actions that must carry it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionPair {
+    pub thread_id: String,
+    pub workspace_root: String,
+}
+
+/// Suggested pause before polling a running command again.
+pub const RETRY_AFTER_MS: u64 = 2_000;
 
 struct Mapping {
     status: Status,
@@ -79,6 +123,31 @@ impl ToolError {
             ToolError::StoreUnavailable { .. } => {
                 m(Status::Failed, "state_store_unavailable", true, true)
             }
+            ToolError::CommandAlreadyRunning { .. } => {
+                m(Status::Conflict, "command_already_running", true, false)
+            }
+            ToolError::ShellUnavailable { .. } => {
+                m(Status::Failed, "shell_unavailable", true, false)
+            }
+            ToolError::CommandDenied { .. } => m(
+                Status::PolicyBlocked,
+                "command_denied_by_mode",
+                false,
+                false,
+            ),
+            ToolError::WaitPolicyIncompatible { .. } => m(
+                Status::InvalidInput,
+                "wait_policy_incompatible_with_action",
+                true,
+                false,
+            ),
+            ToolError::NoSuchBackgroundCommand { .. } => m(
+                Status::InvalidInput,
+                "no_such_background_command",
+                false,
+                false,
+            ),
+            ToolError::BackgroundLimit { .. } => m(Status::Failed, "background_limit", true, false),
         }
     }
 
@@ -122,6 +191,32 @@ impl ToolError {
             ToolError::StoreUnavailable { detail } => {
                 format!("the state store failed and nothing was changed: {detail}")
             }
+            ToolError::CommandAlreadyRunning {
+                execution_id,
+                elapsed_ms,
+                ..
+            } => format!(
+                "command {execution_id} is still running ({:.1} s); check it with status_check, \
+                 interrupt it with send_specials [\"Ctrl-c\"], or run this in the background",
+                *elapsed_ms as f64 / 1000.0
+            ),
+            ToolError::ShellUnavailable { detail, .. } => {
+                format!("the session's shell is not available: {detail}")
+            }
+            ToolError::CommandDenied { reason } => {
+                format!("command refused by the session mode: {reason}")
+            }
+            ToolError::WaitPolicyIncompatible { .. } => {
+                "wait_policy until_complete applies only to a foreground command".into()
+            }
+            ToolError::NoSuchBackgroundCommand { bg_id } => {
+                format!(
+                    "no background command {bg_id:?} in this session (finished ones expire after a few minutes)"
+                )
+            }
+            ToolError::BackgroundLimit { limit } => {
+                format!("{limit} background commands are already running in this session")
+            }
         }
     }
 
@@ -159,6 +254,23 @@ impl ToolError {
                 Some(requested_workspace),
                 "Start a separate session for the other project and use its returned pair.",
             ),
+            ToolError::CommandAlreadyRunning { pair, .. } => Some(NextAction {
+                tool: "BashCommand".into(),
+                instruction: "Check the running command before starting another.".into(),
+                arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
+                                  "action_json": {"status_check": true}}),
+            }),
+            ToolError::ShellUnavailable { pair, .. } => Some(NextAction {
+                tool: "Initialize".into(),
+                instruction: "Reset the shell, then retry.".into(),
+                arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id,
+                                  "workspace_root": pair.workspace_root}),
+            }),
+            ToolError::WaitPolicyIncompatible { corrected } => Some(NextAction {
+                tool: "BashCommand".into(),
+                instruction: "Retry with wait_policy return_early.".into(),
+                arguments: corrected.clone(),
+            }),
             _ => None,
         }
     }
@@ -169,6 +281,12 @@ impl ToolError {
         let message = self.message();
         let data = match &self {
             ToolError::UnknownTool { available, .. } => json!({"available_tools": available}),
+            ToolError::CommandAlreadyRunning {
+                execution_id,
+                elapsed_ms,
+                ..
+            } => json!({"execution_id": execution_id, "elapsed_ms": elapsed_ms,
+                        "retryAfterMs": RETRY_AFTER_MS}),
             _ => json!({}),
         };
         let envelope = Envelope {

@@ -4,8 +4,11 @@
 use super::ToolContext;
 use super::args::Args;
 use super::envelope::{Envelope, ToolOutput};
+use super::error::SessionPair;
 use super::error::ToolError;
+use crate::runtime::session_key;
 use crate::session::{Attached, Binding, Mode, ids, overview};
+use crate::wire::guardian::Snapshot;
 use serde_json::{Map, Value, json};
 
 const FIELDS: &[&str] = &[
@@ -89,7 +92,15 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         "first_call" => first_call(ctx, &args),
         "status" => {
             let (b, recovered) = verify(ctx, &args)?;
-            Ok(answer(ctx, &b, "status", recovered, false))
+            let shell = ensure_shell(ctx, &b, false)?;
+            Ok(answer(
+                ctx,
+                &b,
+                "status",
+                recovered || shell.created,
+                false,
+                &shell,
+            ))
         }
         "user_asked_mode_change" => {
             let Some(mode) = args.mode.clone() else {
@@ -99,12 +110,28 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             };
             let (b, recovered) = verify(ctx, &args)?;
             let b = ctx.sessions.set_mode(ctx.principal, &b, mode)?;
-            Ok(answer(ctx, &b, "mode_changed", recovered, false))
+            let shell = ensure_shell(ctx, &b, false)?;
+            Ok(answer(
+                ctx,
+                &b,
+                "mode_changed",
+                recovered || shell.created,
+                false,
+                &shell,
+            ))
         }
         "reset_shell" => {
             let (b, recovered) = verify(ctx, &args)?;
             ctx.sessions.reset(ctx.principal, &b)?;
-            Ok(answer(ctx, &b, "reset", recovered, false))
+            let shell = ensure_shell(ctx, &b, true)?;
+            Ok(answer(
+                ctx,
+                &b,
+                "reset",
+                recovered || shell.created,
+                false,
+                &shell,
+            ))
         }
         _ => change_workspace(ctx, &args),
     }
@@ -136,7 +163,8 @@ fn first_call(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolErro
     } else {
         "created"
     };
-    let mut out = answer(ctx, &binding, transition, recovered, !existed);
+    let shell = ensure_shell(ctx, &binding, false)?;
+    let mut out = answer(ctx, &binding, transition, recovered, !existed, &shell);
     out.envelope.data["mode_changed"] = json!(mode_changed);
     Ok(out)
 }
@@ -165,7 +193,17 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
         Some(thread_id),
         Some(&requested.to_string_lossy()),
     ) {
-        Ok((b, recovered)) => Ok(answer(ctx, &b, "status", recovered, false)),
+        Ok((b, recovered)) => {
+            let shell = ensure_shell(ctx, &b, false)?;
+            Ok(answer(
+                ctx,
+                &b,
+                "status",
+                recovered || shell.created,
+                false,
+                &shell,
+            ))
+        }
         Err(ToolError::BindingConflict {
             thread_id,
             bound_workspace,
@@ -181,12 +219,47 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
 
 /// Build the answer. `full` adds the workspace overview and guidelines; repeated calls
 /// for a known session answer compactly.
+/// The session's shell as Initialize reports it.
+struct ShellInfo {
+    snapshot: Snapshot,
+    /// A new shell was started for this call.
+    created: bool,
+}
+
+/// Attach to the session's shell, starting one if none is live; `reset` replaces a live one.
+fn ensure_shell(ctx: &ToolContext, b: &Binding, reset: bool) -> Result<ShellInfo, ToolError> {
+    let key = session_key(ctx.principal, &b.thread_id);
+    let unavailable = |detail: String| ToolError::ShellUnavailable {
+        detail,
+        pair: SessionPair {
+            thread_id: b.thread_id.clone(),
+            workspace_root: b.workspace_str(),
+        },
+    };
+    let e = ctx
+        .runtime
+        .ensure(&key, &b.workspace_root)
+        .map_err(unavailable)?;
+    if reset && !e.created {
+        let snapshot = ctx.runtime.reset(&e.client).map_err(unavailable)?;
+        return Ok(ShellInfo {
+            snapshot,
+            created: false,
+        });
+    }
+    Ok(ShellInfo {
+        snapshot: e.snapshot,
+        created: e.created,
+    })
+}
+
 fn answer(
     ctx: &ToolContext,
     b: &Binding,
     transition: &str,
     recovered: bool,
     full: bool,
+    shell: &ShellInfo,
 ) -> ToolOutput {
     let ws = b.workspace_str();
     let mut text = format!(
@@ -207,7 +280,24 @@ fn answer(
         "initialize_recovered_missing_session": recovered,
         "created_at_unix_ms": b.created_at_ms,
         "tools": ctx.policy.served().map(|t| t.as_str()).collect::<Vec<_>>(),
+        "shell": {
+            "pid": shell.snapshot.shell_pid,
+            "alive": shell.snapshot.shell_alive,
+            "cwd": shell.snapshot.cwd,
+            "running": shell.snapshot.running,
+            "background": shell.snapshot.background,
+            "started_now": shell.created,
+        },
     });
+    text.push_str(&format!(
+        "shell: pid {}, cwd {}{}\n",
+        shell.snapshot.shell_pid,
+        shell.snapshot.cwd,
+        match &shell.snapshot.running {
+            Some(id) => format!(", command {id} still running"),
+            None => String::new(),
+        }
+    ));
     if full {
         let o = overview::build(&b.workspace_root);
         text.push_str(&format!(

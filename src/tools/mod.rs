@@ -4,6 +4,7 @@
 //! `ToolOutput` (or a `ToolError`, mapped to an envelope in `error.rs` only).
 
 pub mod args;
+pub mod bash;
 pub mod catalog;
 pub mod envelope;
 pub mod error;
@@ -11,6 +12,7 @@ pub mod initialize;
 pub mod name;
 
 use crate::config::profile::ToolPolicy;
+use crate::runtime::Runtime;
 use crate::session::SessionService;
 use envelope::ToolOutput;
 use error::ToolError;
@@ -23,7 +25,10 @@ const MAX_ECHOED_NAME_CHARS: usize = 128;
 /// What a tool call may use.
 pub struct ToolContext<'a> {
     pub sessions: &'a SessionService,
+    pub runtime: &'a Runtime,
     pub principal: &'a str,
+    /// Redact secrets in command output.
+    pub redact: bool,
     pub policy: &'a ToolPolicy,
     /// `WINX_SERVER_INSTRUCTIONS`, repeated in full Initialize answers.
     pub extra_instructions: Option<&'a str>,
@@ -56,6 +61,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
     }
     let result = match tool {
         ToolName::Initialize => initialize::call(ctx, args),
+        ToolName::BashCommand => bash::call(ctx, args),
         // `implemented()` is false for every other tool, so they never reach here.
         other => Err(ToolError::UnknownTool {
             name: other.as_str().into(),
@@ -119,8 +125,9 @@ mod fuzz {
         fn dispatch_never_panics(args in arb_args(), name in prop_oneof![Just("Initialize".to_string()), "[A-Za-z]{0,10}"]) {
             let tmp = tempfile::tempdir().unwrap();
             let sessions = SessionService::new(tmp.path().join("state"));
+            let runtime = crate::runtime::tests::embedded(tmp.path());
             let policy = ToolPolicy::profile(Profile::Full);
-            let ctx = ToolContext { sessions: &sessions, principal: "p", policy: &policy, extra_instructions: None };
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", policy: &policy, extra_instructions: None, redact: true };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

@@ -67,7 +67,7 @@ impl ToolName {
     /// Tools whose implementation has landed. A tool is advertised and dispatched only
     /// when this is true: the catalog never carries placeholders.
     pub fn implemented(self) -> bool {
-        matches!(self, ToolName::Initialize)
+        matches!(self, ToolName::Initialize | ToolName::BashCommand)
     }
 }
 

@@ -71,10 +71,10 @@ def _leaves(e: BaseException) -> list[str]:
 
 def server_env() -> dict[str, str]:
     env = {}
-    for key in ("HOME", "WINX_STATE_DIR", "PATH"):
+    for key in ("HOME", "WINX_STATE_DIR", "PATH", "XDG_RUNTIME_DIR"):
         value = os.environ.get(key)
         if value is None:
-            raise SystemExit(f"sdk_client.py: ${key} must be set (the server gets only HOME, WINX_STATE_DIR, PATH)")
+            raise SystemExit(f"sdk_client.py: ${key} must be set (the server gets only HOME, WINX_STATE_DIR, PATH, XDG_RUNTIME_DIR)")
         env[key] = value
     return env
 
@@ -192,6 +192,28 @@ async def run(args: argparse.Namespace, c: Checks, report: dict[str, Any]) -> No
         is_error, sc = await call("NoSuchTool", {}, "unknown tool")
         c.check(is_error, "unknown tool sets isError", sc)
         c.check(sc.get("errorCode") == "unknown_tool", "unknown tool -> unknown_tool", sc)
+
+        # --- BashCommand: real work through the session's shell -------------------------
+        pair = {"thread_id": thread_id, "workspace_root": ws_root}
+        is_error, sc = await call("BashCommand", {**pair, "action_json": {"command": "echo hello && false"}}, "bash false")
+        data = sc.get("data") or {}
+        c.check(not is_error and sc.get("status") == "completed", "a failing command is a completed result", sc)
+        c.check(data.get("exit_code") == 1, "exit code 1 is reported", data)
+        is_error, sc = await call(
+            "BashCommand", {**pair, "action_json": {"command": "sleep 30"}, "wait_for_seconds": 0.2}, "bash running")
+        c.check(sc.get("status") == "running", "a long command reports running", sc)
+        c.check((sc.get("nextAction") or {}).get("tool") == "BashCommand", "running -> status_check next action", sc)
+        is_error, sc = await call("BashCommand", {**pair, "action_json": {"send_specials": ["Ctrl-c"]}}, "bash interrupt")
+        c.check((sc.get("data") or {}).get("exit_code") == 130, "Ctrl-c interrupts the command", sc)
+        is_error, sc = await call(
+            "BashCommand", {**pair, "action_json": {"command": "echo bg-ok", "is_background": True}}, "bash background")
+        bg = ((sc.get("data") or {}).get("state") or {}).get("bg_command_id")
+        c.check(isinstance(bg, str), "background command returns a bg_command_id", sc)
+        is_error, sc = await call("BashCommand", {**pair, "action_json": {"status_check": True, "bg_command_id": bg},
+                                                  "wait_for_seconds": 10}, "bash bg status")
+        c.check((sc.get("data") or {}).get("exit_code") == 0, "background command completes", sc)
+        is_error, sc = await call("BashCommand", {**pair, "action_json": "rm -rf /tmp/nothing"}, "bash text action")
+        c.check(sc.get("errorCode") == "invalid_tool_input", "action_json text is refused, never run", sc)
 
 
 def main() -> int:

@@ -54,6 +54,10 @@ impl Agent {
             ws
         });
         let workspace = workspace.canonicalize().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
         let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
         let mut cmd = Command::new(bin());
         cmd.args(opts.args)
@@ -61,6 +65,7 @@ impl Agent {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &home)
             .env("WINX_STATE_DIR", &state)
+            .env("XDG_RUNTIME_DIR", &run)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr);
@@ -156,6 +161,24 @@ impl Agent {
         resp["result"].clone()
     }
 
+    /// `BashCommand` with the session pair from `first`, returning the result object.
+    pub fn bash(&mut self, pair: &Value, action: Value) -> Value {
+        self.bash_with(pair, action, json!({}))
+    }
+
+    /// `BashCommand` with extra top-level arguments (wait_for_seconds, wait_policy).
+    pub fn bash_with(&mut self, pair: &Value, action: Value, extra: Value) -> Value {
+        let mut args = json!({
+            "thread_id": pair["data"]["thread_id"],
+            "workspace_root": pair["data"]["workspace_root"],
+            "action_json": action,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        self.call("BashCommand", args)
+    }
+
     /// `Initialize first_call` on this agent's workspace; returns the structured envelope.
     pub fn first_call(&mut self) -> Value {
         let ws = self.ws();
@@ -207,6 +230,7 @@ impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        kill_processes_mentioning(self.dir.path());
         if std::env::var_os("WINX_TEST_KEEP_LOGS").is_some() {
             let path = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
             eprintln!("kept test dir {}", path.display());
@@ -221,4 +245,55 @@ pub fn run(args: &[&str]) -> std::process::Output {
         .stdin(Stdio::null())
         .output()
         .expect("run winx-code-agent")
+}
+
+/// SIGKILL every process whose command line mentions `path` (the winxd and guardians a
+/// test started under its private runtime directory), and their process groups.
+pub fn kill_processes_mentioning(path: &std::path::Path) {
+    let needle = path.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+            unsafe {
+                nix::libc::kill(-pid, nix::libc::SIGKILL);
+                nix::libc::kill(pid, nix::libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Pids of live processes whose command line mentions `path`.
+pub fn processes_mentioning(path: &std::path::Path) -> Vec<i32> {
+    let needle = path.to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // Zombies are already dead; only count running processes.
+        if stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+        {
+            continue;
+        }
+        if std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        {
+            out.push(pid);
+        }
+    }
+    out
 }

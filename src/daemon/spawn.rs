@@ -1,0 +1,106 @@
+//! Starting a `winx-guardian` process: detached in its own session, with a readiness pipe
+//! on fd 3 that carries "ok" or the reason it failed. An exec failure is reported by
+//! `Command::spawn` itself (std's CLOEXEC exec-error pipe), never a silent dead session.
+
+use crate::deadline::Deadline;
+use crate::wire::daemon::Request;
+use crossbeam_channel::{bounded, select};
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How long a guardian may take from exec to a ready shell.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// The fd number on which the guardian finds its readiness pipe.
+pub const READY_FD: i32 = 3;
+
+/// Spawn the guardian for an `Ensure` request and wait until it reports ready.
+pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String> {
+    let Request::Ensure {
+        workspace,
+        shell,
+        dialect,
+        session_dir,
+        env,
+        ..
+    } = req
+    else {
+        return Err("not an ensure request".into());
+    };
+    let (ready_r, ready_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+    let ready_w_fd = ready_w.as_raw_fd();
+    let mut cmd = Command::new(bin);
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("--session-dir")
+        .arg(session_dir)
+        .arg("--workspace")
+        .arg(workspace)
+        .arg("--shell")
+        .arg(shell)
+        .arg("--dialect")
+        .arg(dialect)
+        .arg("--ready-fd")
+        .arg(READY_FD.to_string())
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    // SAFETY: only async-signal-safe calls between fork and exec: setsid and dup2.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::libc::setsid();
+            // dup2 clears CLOEXEC on the copy, so fd 3 survives exec.
+            if nix::libc::dup2(ready_w_fd, READY_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("exec {}: {e}", bin.display()))?;
+    drop(ready_w);
+    let pid = child.id();
+    let outcome = read_ready(ready_r);
+    // Reap the guardian whenever it exits, so it never lingers as a zombie of winxd.
+    let _ = std::thread::Builder::new()
+        .name(format!("reap-{pid}"))
+        .spawn(move || {
+            let _ = child.wait();
+        });
+    match outcome {
+        Ok(()) => Ok(pid),
+        Err(e) => {
+            unsafe { nix::libc::kill(pid as i32, nix::libc::SIGKILL) };
+            Err(e)
+        }
+    }
+}
+
+/// Wait for the guardian's verdict on its readiness pipe, bounded by `READY_TIMEOUT`.
+fn read_ready(fd: OwnedFd) -> Result<(), String> {
+    let (tx, rx) = bounded(1);
+    std::thread::Builder::new()
+        .name("guardian-ready".into())
+        .spawn(move || {
+            let mut s = String::new();
+            let _ = std::fs::File::from(fd).read_to_string(&mut s);
+            let _ = tx.send(s);
+        })
+        .map_err(|e| e.to_string())?;
+    let deadline = Deadline::after("guardian start", READY_TIMEOUT);
+    select! {
+        recv(rx) -> msg => match msg.unwrap_or_default().trim() {
+            "ok" => Ok(()),
+            "" => Err("the guardian exited before reporting ready".into()),
+            other => Err(other.trim_start_matches("err: ").to_string()),
+        },
+        recv(deadline.receiver()) -> _ => Err(format!("{} timed out", deadline.name())),
+    }
+}

@@ -1,0 +1,391 @@
+//! The guardian's poll loop (dtach shape): one `poll` over the SIGCHLD wake pipe, the
+//! listening socket, every PTY master and every client; one handler per fd kind.
+//! Deferred answers (waits) are `Waiter`s whose deadlines bound the poll timeout.
+
+use super::session::{Activity, Session};
+use super::sigchld::WakePipe;
+use crate::deadline::Deadline;
+use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, Wait};
+use crate::wire::{Hello, read_frame, write_frame};
+use nix::libc;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::Duration;
+
+/// How long a client may take to send a whole frame once it started: a stuck client must
+/// not stall every other session user.
+const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a (re)started shell may take to print its first prompt marker.
+pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(15);
+/// Housekeeping cadence (tombstone expiry) when nothing else is pending.
+const HOUSEKEEPING: Duration = Duration::from_secs(30);
+/// Bytes read from a PTY per read call.
+const READ_CHUNK: usize = 64 * 1024;
+
+enum WaitKind {
+    Action { bg: Option<String> },
+    Reset,
+}
+
+struct Waiter {
+    client: u64,
+    kind: WaitKind,
+    deadline: Deadline,
+    settle: Option<Duration>,
+    seen_total: u64,
+    settle_at: Option<Deadline>,
+}
+
+/// Called once with the outcome of the first shell start.
+pub type OnReady = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+pub struct EventLoop {
+    listener: UnixListener,
+    session: Session,
+    clients: HashMap<u64, UnixStream>,
+    waiters: Vec<Waiter>,
+    next_client: u64,
+    wake: WakePipe,
+    on_ready: Option<OnReady>,
+    startup: Deadline,
+    stop: bool,
+}
+
+impl EventLoop {
+    pub fn new(
+        listener: UnixListener,
+        session: Session,
+        on_ready: OnReady,
+    ) -> std::io::Result<EventLoop> {
+        listener.set_nonblocking(true)?;
+        Ok(EventLoop {
+            listener,
+            session,
+            clients: HashMap::new(),
+            waiters: Vec::new(),
+            next_client: 0,
+            wake: WakePipe::new()?,
+            on_ready: Some(on_ready),
+            startup: Deadline::after("shell start", SHELL_START_TIMEOUT),
+            stop: false,
+        })
+    }
+
+    /// Run until `Shutdown` or a failed first start.
+    pub fn run(mut self) {
+        while !self.stop {
+            let mut fds = vec![
+                pollfd(self.wake.read.as_raw_fd()),
+                pollfd(self.listener.as_raw_fd()),
+            ];
+            let masters = self.session.masters();
+            fds.extend(masters.iter().map(|(_, fd)| pollfd(*fd)));
+            let client_ids: Vec<u64> = self.clients.keys().copied().collect();
+            fds.extend(
+                client_ids
+                    .iter()
+                    .map(|id| pollfd(self.clients[id].as_raw_fd())),
+            );
+            let timeout = self.poll_timeout();
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 && nix::Error::last() != nix::Error::EINTR {
+                log::error!("poll failed: {}", nix::Error::last());
+                break;
+            }
+            if fds[0].revents != 0 {
+                self.wake.drain();
+                if self.session.reap_background() {
+                    self.check_startup_failure();
+                }
+            }
+            for (i, (bg, fd)) in masters.iter().enumerate() {
+                if fds[2 + i].revents != 0 {
+                    self.read_master(bg.as_deref(), *fd);
+                }
+            }
+            for (i, id) in client_ids.iter().enumerate() {
+                if fds[2 + masters.len() + i].revents != 0 {
+                    self.read_client(*id);
+                }
+            }
+            if fds[1].revents != 0 {
+                self.accept();
+            }
+            if self.on_ready.is_some() && self.startup.expired() {
+                self.fail_startup("the shell printed no prompt in time".into());
+            }
+            self.session.expire_tombstones();
+            self.answer_waiters();
+        }
+        self.session.shutdown();
+    }
+
+    fn poll_timeout(&self) -> i32 {
+        let mut next = HOUSEKEEPING;
+        let mut consider = |d: &Deadline| {
+            if let Some(left) = d.remaining() {
+                next = next.min(left);
+            }
+        };
+        for w in &self.waiters {
+            consider(&w.deadline);
+            if let Some(s) = &w.settle_at {
+                consider(s);
+            }
+        }
+        if self.on_ready.is_some() {
+            consider(&self.startup);
+        }
+        // Round up so a deadline 0.4 ms away does not spin with a 0 ms timeout.
+        next.as_millis().min(i32::MAX as u128) as i32 + i32::from(!next.is_zero())
+    }
+
+    fn read_master(&mut self, bg: Option<&str>, fd: RawFd) {
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                let bytes = &buf[..n as usize];
+                match bg {
+                    None => {
+                        let act = self.session.on_shell_output(bytes);
+                        self.on_activity(act);
+                    }
+                    Some(id) => self.session.on_bg_output(id, bytes),
+                }
+                continue;
+            }
+            let err = nix::Error::last();
+            if n < 0 && err == nix::Error::EAGAIN {
+                return;
+            }
+            if n < 0 && err == nix::Error::EINTR {
+                continue;
+            }
+            // EOF or EIO: the other side of the PTY is closed.
+            match bg {
+                None => {
+                    let act = self.session.on_shell_hangup();
+                    self.on_activity(act);
+                    self.check_startup_failure();
+                }
+                Some(id) => {
+                    self.session.close_bg_master(id);
+                    self.session.reap_background();
+                }
+            }
+            return;
+        }
+    }
+
+    fn on_activity(&mut self, act: Activity) {
+        if act.became_ready {
+            if let Some(cb) = self.on_ready.take() {
+                cb(Ok(()));
+            }
+            let ready: Vec<u64> = self
+                .waiters
+                .iter()
+                .filter(|w| matches!(w.kind, WaitKind::Reset))
+                .map(|w| w.client)
+                .collect();
+            self.waiters.retain(|w| !matches!(w.kind, WaitKind::Reset));
+            for c in ready {
+                self.respond(c, &Response::Snapshot(self.session.snapshot()));
+            }
+        }
+    }
+
+    fn check_startup_failure(&mut self) {
+        if !self.session.shell.alive && !self.session.shell.ready && self.on_ready.is_some() {
+            self.fail_startup(format!(
+                "the shell exited during startup (status {:?})",
+                self.session.shell.exit_code
+            ));
+        }
+    }
+
+    fn fail_startup(&mut self, why: String) {
+        if let Some(cb) = self.on_ready.take() {
+            cb(Err(why));
+        }
+        self.stop = true;
+    }
+
+    fn accept(&mut self) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            let ok = stream.set_nonblocking(false).is_ok()
+                && stream.set_read_timeout(Some(CLIENT_IO_TIMEOUT)).is_ok()
+                && stream.set_write_timeout(Some(CLIENT_IO_TIMEOUT)).is_ok();
+            if !ok {
+                continue;
+            }
+            let mut stream = stream;
+            let hello: std::io::Result<Hello> = read_frame(&mut stream);
+            match hello {
+                Ok(h) if h.protocol == PROTOCOL => {
+                    if write_frame(&mut stream, &Hello::new(PROTOCOL, "guardian")).is_ok() {
+                        self.next_client += 1;
+                        self.clients.insert(self.next_client, stream);
+                    }
+                }
+                Ok(h) => {
+                    log::warn!(
+                        "refusing a {} client speaking protocol {}",
+                        h.role,
+                        h.protocol
+                    );
+                    let _ = write_frame(&mut stream, &Hello::new(PROTOCOL, "guardian"));
+                }
+                Err(e) => log::debug!("client hello failed: {e}"),
+            }
+        }
+    }
+
+    fn drop_client(&mut self, id: u64) {
+        self.clients.remove(&id);
+        self.waiters.retain(|w| w.client != id);
+    }
+
+    fn read_client(&mut self, id: u64) {
+        let Some(stream) = self.clients.get_mut(&id) else {
+            return;
+        };
+        let req: std::io::Result<Request> = read_frame(stream);
+        let req = match req {
+            Ok(r) => r,
+            Err(_) => return self.drop_client(id),
+        };
+        if self.waiters.iter().any(|w| w.client == id) {
+            // One request at a time per connection.
+            return self.drop_client(id);
+        }
+        self.session.touch();
+        self.handle(id, req);
+    }
+
+    fn handle(&mut self, client: u64, req: Request) {
+        match req {
+            Request::Snapshot => self.respond(client, &Response::Snapshot(self.session.snapshot())),
+            Request::Run {
+                command,
+                background: false,
+                wait,
+            } => match self.session.run_foreground(&command) {
+                Ok(()) => self.wait_for(client, None, wait),
+                Err(e) => self.respond(client, &Response::Error(e)),
+            },
+            Request::Run {
+                command,
+                background: true,
+                wait,
+            } => match self.session.run_background(&command) {
+                Ok(id) => self.wait_for(client, Some(id), wait),
+                Err(e) => self.respond(client, &Response::Error(e)),
+            },
+            Request::Status { bg_id, wait } => {
+                if let Some(id) = &bg_id
+                    && !self.session.bg.contains_key(id)
+                {
+                    let e = GuardianError::NoSuchBackgroundCommand { bg_id: id.clone() };
+                    return self.respond(client, &Response::Error(e));
+                }
+                self.wait_for(client, bg_id, wait)
+            }
+            Request::Input { bytes, bg_id, wait } => {
+                match self.session.input(bg_id.as_deref(), &bytes) {
+                    Ok(()) => self.wait_for(client, bg_id, wait),
+                    Err(e) => self.respond(client, &Response::Error(e)),
+                }
+            }
+            Request::Screen { lines, diff } => {
+                let r = self.session.screen(lines, diff);
+                self.respond(client, &r)
+            }
+            Request::Reset => match self.session.reset() {
+                Ok(()) => self.waiters.push(Waiter {
+                    client,
+                    kind: WaitKind::Reset,
+                    deadline: Deadline::after("shell start", SHELL_START_TIMEOUT),
+                    settle: None,
+                    seen_total: 0,
+                    settle_at: None,
+                }),
+                Err(detail) => self.respond(client, &Response::Error(GuardianError::Io { detail })),
+            },
+            Request::Shutdown => {
+                self.respond(client, &Response::Done);
+                self.stop = true;
+            }
+        }
+    }
+
+    fn wait_for(&mut self, client: u64, bg: Option<String>, wait: Wait) {
+        let seen_total = self.session.output_total(bg.as_deref());
+        self.waiters.push(Waiter {
+            client,
+            kind: WaitKind::Action { bg },
+            deadline: Deadline::after("wait", Duration::from_millis(wait.timeout_ms)),
+            settle: wait.settle_ms.map(Duration::from_millis),
+            seen_total,
+            settle_at: None,
+        });
+    }
+
+    fn answer_waiters(&mut self) {
+        let mut done = Vec::new();
+        for (i, w) in self.waiters.iter_mut().enumerate() {
+            match &w.kind {
+                WaitKind::Reset => {
+                    if w.deadline.expired() {
+                        done.push(i);
+                    }
+                }
+                WaitKind::Action { bg } => {
+                    let total = self.session.output_total(bg.as_deref());
+                    if let Some(settle) = w.settle
+                        && total != w.seen_total
+                    {
+                        w.seen_total = total;
+                        w.settle_at = Some(Deadline::after("output settle", settle));
+                    }
+                    if self.session.target_finished(bg.as_deref())
+                        || w.deadline.expired()
+                        || w.settle_at.is_some_and(|s| s.expired())
+                    {
+                        done.push(i);
+                    }
+                }
+            }
+        }
+        for i in done.into_iter().rev() {
+            let w = self.waiters.remove(i);
+            let resp = match w.kind {
+                WaitKind::Action { bg } => self.session.deliver(bg.as_deref()),
+                WaitKind::Reset => Response::Error(GuardianError::Io {
+                    detail: "the new shell printed no prompt in time".into(),
+                }),
+            };
+            self.respond(w.client, &resp);
+        }
+    }
+
+    fn respond(&mut self, client: u64, resp: &Response) {
+        let failed = match self.clients.get_mut(&client) {
+            Some(s) => write_frame(s, resp).is_err(),
+            None => false,
+        };
+        if failed {
+            self.drop_client(client);
+        }
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}

@@ -1,0 +1,218 @@
+//! One execution's output: a journal file on disk with every byte, an in-memory window of
+//! the newest bytes, and the agent's delivery cursor.
+//!
+//! Invariant: offsets only grow; bytes that left the window are still in the journal, and
+//! an answer that skips them says how many it skipped (never a silent gap).
+
+use crate::deadline::{Stopwatch, unix_ms};
+use crate::wire::guardian::{ActionResult, CommandState, ProcessStatus};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+/// Newest raw bytes kept in memory per execution. An agent never needs more than the tail
+/// of a huge output inline; the journal keeps the rest.
+pub const WINDOW_BYTES: usize = 1024 * 1024;
+
+pub struct OutputLog {
+    window: Vec<u8>,
+    total: u64,
+    delivered: u64,
+    journal: Option<File>,
+    journal_path: Option<PathBuf>,
+    journal_error: Option<String>,
+}
+
+impl OutputLog {
+    /// A log whose journal is `path` (created 0600); `None` keeps memory only.
+    pub fn new(path: Option<PathBuf>) -> OutputLog {
+        let mut log = OutputLog {
+            window: Vec::new(),
+            total: 0,
+            delivered: 0,
+            journal: None,
+            journal_path: None,
+            journal_error: None,
+        };
+        if let Some(p) = path {
+            match OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&p)
+            {
+                Ok(f) => {
+                    log.journal = Some(f);
+                    log.journal_path = Some(p);
+                }
+                Err(e) => log.journal_error = Some(format!("cannot create {}: {e}", p.display())),
+            }
+        }
+        log
+    }
+
+    pub fn append(&mut self, bytes: &[u8]) {
+        if let Some(f) = self.journal.as_mut()
+            && let Err(e) = f.write_all(bytes)
+        {
+            // A full disk must not lose the answer: keep the window, report the journal.
+            self.journal_error = Some(format!("journal write failed: {e}"));
+            self.journal = None;
+        }
+        self.total += bytes.len() as u64;
+        self.window.extend_from_slice(bytes);
+        if self.window.len() > 2 * WINDOW_BYTES {
+            let cut = self.window.len() - WINDOW_BYTES;
+            self.window.drain(..cut);
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    fn window_start(&self) -> u64 {
+        self.total - self.window.len() as u64
+    }
+
+    /// Bytes after the delivery cursor (bounded by the window); advances the cursor.
+    pub fn take_undelivered(&mut self) -> (String, u64, u64, u64) {
+        let start = self.delivered.max(self.window_start());
+        let omitted = start - self.delivered;
+        let from = (start - self.window_start()) as usize;
+        let text = String::from_utf8_lossy(&self.window[from..]).into_owned();
+        let end = self.total;
+        self.delivered = end;
+        (text, start, end, omitted)
+    }
+
+    /// Bytes from `offset` (for independent readers such as `attach`), without touching
+    /// the delivery cursor.
+    pub fn read_from(&self, offset: u64) -> (String, u64) {
+        let start = offset.max(self.window_start()).min(self.total);
+        let from = (start - self.window_start()) as usize;
+        (
+            String::from_utf8_lossy(&self.window[from..]).into_owned(),
+            self.total,
+        )
+    }
+
+    pub fn journal_path(&self) -> Option<String> {
+        self.journal_path
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned())
+    }
+}
+
+/// A command's identity, clock, output and outcome.
+pub struct Execution {
+    pub id: String,
+    pub command: String,
+    pub started_ms: i64,
+    clock: Stopwatch,
+    pub log: OutputLog,
+    pub exit_code: Option<i32>,
+    finished_elapsed_ms: Option<u64>,
+    /// The shell died before reporting this command's completion.
+    pub shell_died: bool,
+}
+
+impl Execution {
+    pub fn new(id: String, command: String, journal: Option<PathBuf>) -> Execution {
+        Execution {
+            id,
+            command,
+            started_ms: unix_ms(),
+            clock: Stopwatch::start(),
+            log: OutputLog::new(journal),
+            exit_code: None,
+            finished_elapsed_ms: None,
+            shell_died: false,
+        }
+    }
+
+    pub fn finished(&self) -> bool {
+        self.finished_elapsed_ms.is_some()
+    }
+
+    pub fn finish(&mut self, exit_code: Option<i32>) {
+        if !self.finished() {
+            self.exit_code = exit_code;
+            self.finished_elapsed_ms = Some(self.clock.elapsed().as_millis() as u64);
+        }
+    }
+
+    pub fn elapsed_ms(&self) -> u64 {
+        self.finished_elapsed_ms
+            .unwrap_or_else(|| self.clock.elapsed().as_millis() as u64)
+    }
+
+    pub fn state(&self, cwd: &str, bg_id: Option<&str>) -> CommandState {
+        let process_status = if self.shell_died {
+            ProcessStatus::ShellExited
+        } else if self.finished() {
+            ProcessStatus::Exited
+        } else {
+            ProcessStatus::Running
+        };
+        CommandState {
+            process_status,
+            exit_code: self.exit_code,
+            cwd: cwd.to_string(),
+            bg_command_id: bg_id.map(str::to_string),
+            elapsed_ms: self.elapsed_ms(),
+            execution_id: Some(self.id.clone()),
+        }
+    }
+
+    /// Deliver what is new and the state, advancing the delivery cursor.
+    pub fn deliver(&mut self, cwd: &str, bg_id: Option<&str>) -> ActionResult {
+        let (output, offset_start, offset_end, omitted_bytes) = self.log.take_undelivered();
+        ActionResult {
+            state: self.state(cwd, bg_id),
+            output,
+            offset_start,
+            offset_end,
+            omitted_bytes,
+            journal_path: self.log.journal_path(),
+            journal_error: self.log.journal_error.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_is_incremental_and_gaps_are_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("exec-1.log");
+        let mut log = OutputLog::new(Some(path.clone()));
+        log.append(b"hello ");
+        assert_eq!(log.take_undelivered(), ("hello ".into(), 0, 6, 0));
+        log.append(b"world");
+        assert_eq!(log.take_undelivered(), ("world".into(), 6, 11, 0));
+        assert_eq!(log.take_undelivered().0, "");
+        let big = vec![b'x'; 3 * WINDOW_BYTES];
+        log.append(&big);
+        let (text, start, end, omitted) = log.take_undelivered();
+        assert_eq!(end, 11 + big.len() as u64);
+        assert_eq!(omitted, start - 11);
+        assert!(text.len() <= 2 * WINDOW_BYTES);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            end,
+            "journal has every byte"
+        );
+        assert_eq!(log.read_from(0).1, end);
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_created_is_reported() {
+        let log = OutputLog::new(Some(PathBuf::from("/no/such/dir/exec.log")));
+        assert!(log.journal_error.is_some());
+    }
+}

@@ -1,0 +1,458 @@
+//! The session state machine: one shell, its foreground execution, background jobs, the
+//! terminal model and the activity clocks. Driven by the event loop; owns no threads.
+//!
+//! Invariant: a command's state (running, exit code, cwd) changes only on a prompt marker
+//! or a reaped process, never because of text the command printed.
+
+use super::exec::Execution;
+use super::shell::{self, Shell, ShellSpec};
+use crate::deadline::unix_ms;
+use crate::shell::marker::{Piece, new_nonce};
+use crate::shell::pty;
+use crate::wire::guardian::{
+    ActionResult, CommandState, GuardianError, ProcessStatus, Response, Snapshot,
+};
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+/// Background commands one session may run at once (seed 003 / issue: 8 per session).
+pub const MAX_BACKGROUND: usize = 8;
+/// How long a finished background command stays answerable to `status_check`.
+pub const TOMBSTONE_MS: i64 = 5 * 60 * 1000;
+/// Journals of finished executions kept on disk per session; older ones are deleted so a
+/// long session's directory stays bounded. The newest outputs stay retrievable.
+pub const RETAINED_JOURNALS: usize = 16;
+/// Rows of the terminal model kept for `screen`.
+const SCREEN_SCROLLBACK: usize = 0;
+
+fn new_screen() -> vt100::Parser {
+    let nz = |n: u16| std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN);
+    vt100::Parser::new(
+        nz(pty::DEFAULT_ROWS),
+        nz(pty::DEFAULT_COLS),
+        SCREEN_SCROLLBACK,
+    )
+}
+
+pub struct Background {
+    pub exec: Execution,
+    pub pid: i32,
+    pub master: Option<OwnedFd>,
+    pub finished_at_ms: Option<i64>,
+}
+
+pub struct Clocks {
+    pub created_ms: i64,
+    pub last_activity_ms: i64,
+    pub last_command_ms: Option<i64>,
+    pub ever_ran_command: bool,
+}
+
+pub struct Session {
+    spec: ShellSpec,
+    pub shell: Shell,
+    pub cwd: String,
+    pub fg: Option<Execution>,
+    vt: vt100::Parser,
+    last_screen: Vec<String>,
+    pub bg: BTreeMap<String, Background>,
+    next_exec: u64,
+    next_bg: u64,
+    pub clocks: Clocks,
+    tag: String,
+    finished_journals: std::collections::VecDeque<String>,
+}
+
+/// What reading a PTY produced, for the event loop's waiters.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    pub output: bool,
+    pub fg_finished: bool,
+    pub shell_exited: bool,
+    pub became_ready: bool,
+}
+
+impl Session {
+    pub fn start(spec: ShellSpec) -> Result<Session, String> {
+        let shell = shell::start(&spec, &new_nonce())?;
+        let now = unix_ms();
+        Ok(Session {
+            cwd: spec.workspace.clone(),
+            spec,
+            shell,
+            fg: None,
+            vt: new_screen(),
+            last_screen: Vec::new(),
+            bg: BTreeMap::new(),
+            next_exec: 0,
+            next_bg: 0,
+            clocks: Clocks {
+                created_ms: now,
+                last_activity_ms: now,
+                last_command_ms: None,
+                ever_ran_command: false,
+            },
+            tag: format!("{:x}", now),
+            finished_journals: std::collections::VecDeque::new(),
+        })
+    }
+
+    pub fn touch(&mut self) {
+        self.clocks.last_activity_ms = unix_ms();
+    }
+
+    pub fn fg_running(&self) -> bool {
+        self.fg.as_ref().is_some_and(|e| !e.finished())
+    }
+
+    pub fn running_bg(&self) -> usize {
+        self.bg.values().filter(|b| !b.exec.finished()).count()
+    }
+
+    /// Bytes arrived on the shell's master.
+    pub fn on_shell_output(&mut self, bytes: &[u8]) -> Activity {
+        let mut act = Activity::default();
+        for piece in self.shell.scanner.feed(bytes) {
+            match piece {
+                Piece::Output(b) => {
+                    self.vt.process(&b);
+                    if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
+                        e.log.append(&b);
+                    }
+                    act.output = true;
+                }
+                Piece::Marker(m) => {
+                    self.cwd = m.cwd;
+                    if !self.shell.ready {
+                        self.shell.ready = true;
+                        act.became_ready = true;
+                    } else if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
+                        e.finish(Some(m.exit_code));
+                        act.fg_finished = true;
+                    }
+                }
+            }
+        }
+        if act.output {
+            self.touch();
+        }
+        act
+    }
+
+    /// The shell's master hung up: reap it and end what ran in it.
+    pub fn on_shell_hangup(&mut self) -> Activity {
+        self.shell.alive = false;
+        self.shell.exit_code = pty::try_reap(self.shell.pid);
+        if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
+            e.shell_died = true;
+            e.finish(None);
+        }
+        Activity {
+            shell_exited: true,
+            fg_finished: true,
+            ..Activity::default()
+        }
+    }
+
+    pub fn on_bg_output(&mut self, id: &str, bytes: &[u8]) {
+        if let Some(b) = self.bg.get_mut(id) {
+            b.exec.log.append(bytes);
+        }
+        self.touch();
+    }
+
+    /// A background PTY hung up or SIGCHLD arrived: reap whatever has exited.
+    pub fn reap_background(&mut self) -> bool {
+        let mut any = false;
+        for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {
+            if let Some(code) = pty::try_reap(b.pid) {
+                b.exec.finish(Some(code));
+                b.finished_at_ms = Some(unix_ms());
+                any = true;
+            }
+        }
+        if self.shell.alive && !self.shell.ready {
+            // A shell that dies during startup also only shows up here.
+            if let Some(code) = pty::try_reap(self.shell.pid) {
+                self.shell.alive = false;
+                self.shell.exit_code = Some(code);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Drop tombstones older than `TOMBSTONE_MS`.
+    pub fn expire_tombstones(&mut self) {
+        let now = unix_ms();
+        let expired: Vec<String> = self
+            .bg
+            .iter()
+            .filter(|(_, b)| b.finished_at_ms.is_some_and(|t| now - t >= TOMBSTONE_MS))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            if let Some(b) = self.bg.remove(&id) {
+                self.retire_journal(b.exec.log.journal_path());
+            }
+        }
+    }
+
+    /// Remember a finished execution's journal; delete the oldest beyond the bound.
+    fn retire_journal(&mut self, path: Option<String>) {
+        if let Some(p) = path {
+            self.finished_journals.push_back(p);
+        }
+        while self.finished_journals.len() > RETAINED_JOURNALS {
+            if let Some(old) = self.finished_journals.pop_front() {
+                let _ = std::fs::remove_file(old);
+            }
+        }
+    }
+
+    pub fn masters(&self) -> Vec<(Option<String>, RawFd)> {
+        let mut v = Vec::new();
+        if self.shell.alive {
+            v.push((None, self.shell.master.as_raw_fd()));
+        }
+        for (id, b) in &self.bg {
+            if let Some(m) = &b.master {
+                v.push((Some(id.clone()), m.as_raw_fd()));
+            }
+        }
+        v
+    }
+
+    pub fn close_bg_master(&mut self, id: &str) {
+        if let Some(b) = self.bg.get_mut(id) {
+            b.master = None;
+        }
+    }
+
+    fn new_exec(&mut self, command: &str) -> Execution {
+        self.next_exec += 1;
+        let n = self.next_exec;
+        let journal = self
+            .spec
+            .session_dir
+            .join(format!("exec-{}-{n}.log", self.tag));
+        self.clocks.last_command_ms = Some(unix_ms());
+        self.clocks.ever_ran_command = true;
+        self.touch();
+        Execution::new(
+            format!("{}-{n}", self.tag),
+            command.to_string(),
+            Some(journal),
+        )
+    }
+
+    /// Start a foreground command.
+    pub fn run_foreground(&mut self, command: &str) -> Result<(), GuardianError> {
+        if !self.shell.alive {
+            return Err(GuardianError::ShellNotRunning);
+        }
+        if let Some(e) = self.fg.as_ref().filter(|e| !e.finished()) {
+            return Err(GuardianError::CommandAlreadyRunning {
+                execution_id: e.id.clone(),
+                elapsed_ms: e.elapsed_ms(),
+            });
+        }
+        let exec = self.new_exec(command);
+        if let Some(prev) = self.fg.take() {
+            self.retire_journal(prev.log.journal_path());
+        }
+        let mut line = command.as_bytes().to_vec();
+        line.push(b'\n');
+        pty::write_all(self.shell.master.as_raw_fd(), &line).map_err(|e| GuardianError::Io {
+            detail: e.to_string(),
+        })?;
+        self.fg = Some(exec);
+        Ok(())
+    }
+
+    /// Start a background command in its own PTY; returns its id.
+    pub fn run_background(&mut self, command: &str) -> Result<String, GuardianError> {
+        if self.running_bg() >= MAX_BACKGROUND {
+            return Err(GuardianError::BackgroundLimit {
+                limit: MAX_BACKGROUND,
+            });
+        }
+        let spawned = shell::spawn_background(&self.spec, &self.cwd, command)
+            .map_err(|detail| GuardianError::Io { detail })?;
+        let exec = self.new_exec(command);
+        self.next_bg += 1;
+        let id = format!("bg{}", self.next_bg);
+        self.bg.insert(
+            id.clone(),
+            Background {
+                exec,
+                pid: spawned.pid,
+                master: Some(spawned.master),
+                finished_at_ms: None,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Write input to the foreground terminal or a background PTY.
+    pub fn input(&mut self, bg_id: Option<&str>, bytes: &[u8]) -> Result<(), GuardianError> {
+        self.touch();
+        let fd = match bg_id {
+            None if self.shell.alive => self.shell.master.as_raw_fd(),
+            None => return Err(GuardianError::ShellNotRunning),
+            Some(id) => match self.bg.get(id).and_then(|b| b.master.as_ref()) {
+                Some(m) => m.as_raw_fd(),
+                None => return Err(GuardianError::NoSuchBackgroundCommand { bg_id: id.into() }),
+            },
+        };
+        pty::write_all(fd, bytes).map_err(|e| GuardianError::Io {
+            detail: e.to_string(),
+        })
+    }
+
+    /// Deliver undelivered output and state for the foreground (or a background) command.
+    pub fn deliver(&mut self, bg_id: Option<&str>) -> Response {
+        let cwd = self.cwd.clone();
+        match bg_id {
+            Some(id) => match self.bg.get_mut(id) {
+                Some(b) => Response::Action(b.exec.deliver(&cwd, Some(id))),
+                None => {
+                    Response::Error(GuardianError::NoSuchBackgroundCommand { bg_id: id.into() })
+                }
+            },
+            None => match self.fg.as_mut() {
+                Some(e) => {
+                    let mut r = e.deliver(&cwd, None);
+                    if !self.shell.alive {
+                        r.state.process_status = ProcessStatus::ShellExited;
+                    }
+                    Response::Action(r)
+                }
+                None => Response::Action(self.idle_result()),
+            },
+        }
+    }
+
+    fn idle_result(&self) -> ActionResult {
+        ActionResult {
+            state: CommandState {
+                process_status: if self.shell.alive {
+                    ProcessStatus::Idle
+                } else {
+                    ProcessStatus::ShellExited
+                },
+                exit_code: None,
+                cwd: self.cwd.clone(),
+                bg_command_id: None,
+                elapsed_ms: 0,
+                execution_id: None,
+            },
+            output: String::new(),
+            offset_start: 0,
+            offset_end: 0,
+            omitted_bytes: 0,
+            journal_path: None,
+            journal_error: None,
+        }
+    }
+
+    /// Output bytes seen so far by the target, for settle detection.
+    pub fn output_total(&self, bg_id: Option<&str>) -> u64 {
+        match bg_id {
+            Some(id) => self.bg.get(id).map_or(0, |b| b.exec.log.total()),
+            None => self.fg.as_ref().map_or(0, |e| e.log.total()),
+        }
+    }
+
+    pub fn target_finished(&self, bg_id: Option<&str>) -> bool {
+        match bg_id {
+            Some(id) => self.bg.get(id).is_none_or(|b| b.exec.finished()),
+            None => !self.shell.alive || self.fg.as_ref().is_none_or(|e| e.finished()),
+        }
+    }
+
+    /// The rendered terminal: the last `lines` non-empty rows, or only rows changed since
+    /// the previous `screen` call when `diff` is set.
+    pub fn screen(&mut self, lines: Option<usize>, diff: bool) -> Response {
+        let screen = self.vt.screen();
+        let (rows, cols) = screen.size();
+        let (rows, cols) = (u16::from(rows), u16::from(cols));
+        let current: Vec<String> = screen.rows(0, cols).collect();
+        let text = if diff {
+            let changed: Vec<String> = current
+                .iter()
+                .enumerate()
+                .filter(|(i, r)| self.last_screen.get(*i) != Some(*r))
+                .map(|(i, r)| format!("{:>3}| {}", i + 1, r.trim_end()))
+                .collect();
+            changed.join("\n")
+        } else {
+            let mut v: Vec<&str> = current.iter().map(|r| r.trim_end()).collect();
+            while v.last().is_some_and(|l| l.is_empty()) {
+                v.pop();
+            }
+            let skip = lines.map_or(0, |n| v.len().saturating_sub(n));
+            v[skip..].join("\n")
+        };
+        self.last_screen = current;
+        Response::Screen { text, rows, cols }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            shell_pid: self.shell.pid,
+            shell_alive: self.shell.alive,
+            cwd: self.cwd.clone(),
+            created_at_ms: self.clocks.created_ms,
+            last_activity_ms: self.clocks.last_activity_ms,
+            last_command_ms: self.clocks.last_command_ms,
+            ever_ran_command: self.clocks.ever_ran_command,
+            running: self
+                .fg
+                .as_ref()
+                .filter(|e| !e.finished())
+                .map(|e| e.id.clone()),
+            background: self
+                .bg
+                .iter()
+                .filter(|(_, b)| !b.exec.finished())
+                .map(|(id, _)| id.clone())
+                .collect(),
+            build: crate::build_info::identity(),
+        }
+    }
+
+    /// Kill the shell's process group and start a new shell (ready on its first marker).
+    pub fn reset(&mut self) -> Result<(), String> {
+        self.kill_shell();
+        if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
+            e.shell_died = true;
+            e.finish(None);
+        }
+        self.shell = shell::start(&self.spec, &new_nonce())?;
+        self.cwd = self.spec.workspace.clone();
+        self.vt = new_screen();
+        self.touch();
+        Ok(())
+    }
+
+    fn kill_shell(&mut self) {
+        if self.shell.alive {
+            pty::signal_group(self.shell.pid, nix::libc::SIGHUP);
+            pty::signal_group(self.shell.pid, nix::libc::SIGKILL);
+            // The group is gone; reap the leader so it does not linger as a zombie.
+            unsafe { nix::libc::waitpid(self.shell.pid, std::ptr::null_mut(), 0) };
+            self.shell.alive = false;
+        }
+    }
+
+    /// End everything: the shell and every background command.
+    pub fn shutdown(&mut self) {
+        self.kill_shell();
+        for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {
+            pty::signal_group(b.pid, nix::libc::SIGKILL);
+            unsafe { nix::libc::waitpid(b.pid, std::ptr::null_mut(), 0) };
+            b.exec.finish(None);
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The guardian with a real bash on a real PTY, driven through its socket.
+
+use super::*;
+use crate::runtime::GuardianClient;
+use crate::wire::guardian::{ActionResult, ProcessStatus, Request, Response, Wait};
+use std::time::Duration;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    client: GuardianClient,
+    ws: String,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.client.call(&Request::Shutdown, Duration::from_secs(5));
+    }
+}
+
+fn start() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap().to_string_lossy().into_owned();
+    let (program, dialect) = shell::resolve("bash", "/usr/bin:/bin").unwrap();
+    let spec = ShellSpec {
+        program,
+        dialect,
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HOME".into(), ws.clone()),
+        ],
+        workspace: ws.clone(),
+        session_dir: tmp.path().join("session"),
+    };
+    let socket = tmp.path().join("g.sock");
+    spawn_embedded(spec, &socket).unwrap();
+    Fixture {
+        client: GuardianClient::new(&socket),
+        _tmp: tmp,
+        ws,
+    }
+}
+
+fn wait(ms: u64) -> Wait {
+    Wait {
+        timeout_ms: ms,
+        settle_ms: None,
+    }
+}
+
+fn run(f: &Fixture, cmd: &str) -> ActionResult {
+    let req = Request::Run {
+        command: cmd.into(),
+        background: false,
+        wait: wait(10_000),
+    };
+    match f.client.call(&req, Duration::from_secs(10)).unwrap() {
+        Response::Action(a) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn runs_commands_with_exit_codes_and_cwd() {
+    let f = start();
+    let r = run(&f, "echo hello");
+    assert_eq!(r.state.process_status, ProcessStatus::Exited);
+    assert_eq!(r.state.exit_code, Some(0));
+    assert_eq!(r.output.replace('\r', ""), "hello\n");
+    assert_eq!(r.state.cwd, f.ws);
+    let r = run(&f, "false");
+    assert_eq!(r.state.exit_code, Some(1));
+    let r = run(&f, "cd /tmp && pwd");
+    assert_eq!(r.state.cwd, "/tmp");
+    let fake = run(&f, "printf '\\033]6973;0000;0;/fake\\007'; echo done");
+    assert_eq!(fake.state.cwd, "/tmp");
+    assert!(fake.output.contains("done"));
+}

@@ -1,0 +1,61 @@
+//! A connection to one guardian: hello, one request, one (possibly deferred) response.
+
+use crate::wire::guardian::{PROTOCOL, Request, Response};
+use crate::wire::{Hello, read_frame, write_frame};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Slack added to a request's own wait before the client gives up on the guardian. The
+/// guardian enforces the wait itself; this only bounds a guardian that stopped answering.
+const ANSWER_SLACK: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+pub enum ClientError {
+    /// Nothing listens on the socket (guardian gone) or it hung up mid-request.
+    Gone(String),
+    /// The guardian speaks another protocol version.
+    Protocol(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Gone(d) => write!(f, "session guardian unavailable: {d}"),
+            ClientError::Protocol(d) => write!(f, "guardian protocol mismatch: {d}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct GuardianClient {
+    pub socket: PathBuf,
+}
+
+impl GuardianClient {
+    pub fn new(socket: &Path) -> GuardianClient {
+        GuardianClient {
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    /// Send `req`, waiting up to `wait` plus slack for the answer.
+    pub fn call(&self, req: &Request, wait: Duration) -> Result<Response, ClientError> {
+        let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
+        let mut s = UnixStream::connect(&self.socket).map_err(gone)?;
+        s.set_write_timeout(Some(ANSWER_SLACK)).map_err(gone)?;
+        s.set_read_timeout(Some(ANSWER_SLACK)).map_err(gone)?;
+        write_frame(&mut s, &Hello::new(PROTOCOL, "adapter")).map_err(gone)?;
+        let hello: Hello = read_frame(&mut s).map_err(gone)?;
+        if hello.protocol != PROTOCOL {
+            return Err(ClientError::Protocol(format!(
+                "guardian {} speaks {}, we speak {PROTOCOL}",
+                hello.build, hello.protocol
+            )));
+        }
+        write_frame(&mut s, req).map_err(gone)?;
+        s.set_read_timeout(Some(wait + ANSWER_SLACK))
+            .map_err(gone)?;
+        read_frame(&mut s).map_err(gone)
+    }
+}

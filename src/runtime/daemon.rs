@@ -1,0 +1,112 @@
+//! The adapter's side of winxd: connect (starting winxd when absent) and ask it to ensure
+//! a session's guardian. Concurrent starters converge: winxd's lock lets one serve.
+
+use crate::deadline::Deadline;
+use crate::wire::daemon::{PROTOCOL, Request, Response};
+use crate::wire::{Hello, read_frame, write_frame};
+use crossbeam_channel::{bounded, select};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How long winxd may take to bind its socket after exec.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one control request may take (a guardian start included).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The sibling executable `name` of the running binary (tests and installs keep the
+/// three binaries together).
+pub fn sibling(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+fn connect(socket: &Path) -> std::io::Result<UnixStream> {
+    let mut s = UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    s.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    write_frame(&mut s, &Hello::new(PROTOCOL, "adapter"))?;
+    let hello: Hello = read_frame(&mut s)?;
+    if hello.protocol != PROTOCOL {
+        return Err(std::io::Error::other(format!(
+            "winxd {} speaks protocol {}, we speak {PROTOCOL}",
+            hello.build, hello.protocol
+        )));
+    }
+    Ok(s)
+}
+
+/// Start winxd detached from this process's session and wait for its verdict.
+fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+    let w_fd = w.as_raw_fd();
+    let bin = sibling("winxd");
+    let mut cmd = Command::new(&bin);
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("--ready-fd")
+        .arg("3")
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid and dup2 only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::libc::setsid();
+            if nix::libc::dup2(w_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("exec {}: {e}", bin.display()))?;
+    drop(w);
+    let (tx, rx) = bounded(1);
+    std::thread::Builder::new()
+        .name("winxd-start".into())
+        .spawn(move || {
+            let mut s = String::new();
+            let _ = std::fs::File::from(r).read_to_string(&mut s);
+            let _ = tx.send(s);
+        })
+        .map_err(|e| e.to_string())?;
+    let deadline = Deadline::after("winxd start", START_TIMEOUT);
+    let verdict = select! {
+        recv(rx) -> m => m.unwrap_or_default(),
+        recv(deadline.receiver()) -> _ => return Err(format!("{} timed out", deadline.name())),
+    };
+    // winxd daemonises by staying in its own session; reap it if it already exited.
+    let _ = std::thread::Builder::new()
+        .name("winxd-reap".into())
+        .spawn(move || {
+            let _ = child.wait();
+        });
+    match verdict.trim() {
+        "ok" | "running" => Ok(()),
+        "" => Err("winxd exited before reporting ready".into()),
+        other => Err(other.to_string()),
+    }
+}
+
+/// One request to winxd, starting it first when nothing answers on its socket.
+pub fn request(socket: &Path, env: &[(String, String)], req: &Request) -> Result<Response, String> {
+    let mut s = match connect(socket) {
+        Ok(s) => s,
+        Err(_) => {
+            start(socket, env)?;
+            connect(socket).map_err(|e| format!("connect to winxd: {e}"))?
+        }
+    };
+    write_frame(&mut s, req).map_err(|e| format!("send to winxd: {e}"))?;
+    read_frame(&mut s).map_err(|e| format!("winxd answer: {e}"))
+}

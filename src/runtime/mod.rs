@@ -1,0 +1,229 @@
+//! The adapter's view of session runtimes: find or start the guardian of a logical
+//! session and talk to it. Embedded guardians run as threads of this process; daemon
+//! guardians are processes owned by winxd. Both are reached through their Unix socket.
+
+pub mod client;
+pub mod daemon;
+
+use crate::guardian::{self, Dialect, ShellSpec};
+use crate::wire::guardian::{Request, Response, Snapshot};
+pub use client::{ClientError, GuardianClient};
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a snapshot may take: it is answered straight from guardian memory.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// Guardians are processes owned by winxd; shells survive the adapter.
+    Daemon,
+    /// Guardians are threads of the adapter; shells end with it.
+    Embedded,
+}
+
+/// Settings decided once at startup (see `config`).
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    pub kind: RuntimeKind,
+    /// Private directory for sockets (0700).
+    pub runtime_dir: PathBuf,
+    /// winxd's control socket (in `runtime_dir` unless `WINX_SOCKET` says otherwise).
+    pub daemon_socket: PathBuf,
+    /// Private per-session directories (journals, spill files, rc files) live here.
+    pub sessions_dir: PathBuf,
+    /// Absolute shell path and its dialect.
+    pub shell: (String, Dialect),
+    /// Environment given to shells (server-only variables are removed at spawn).
+    pub base_env: Vec<(String, String)>,
+}
+
+/// A guardian that is ready, with its authoritative snapshot.
+pub struct Ensured {
+    pub client: GuardianClient,
+    pub snapshot: Snapshot,
+    /// A new shell was started (rather than attaching to a live one).
+    pub created: bool,
+}
+
+pub struct Runtime {
+    cfg: RuntimeConfig,
+    guardians: Mutex<HashMap<String, GuardianClient>>,
+}
+
+/// File-system-safe key of a logical session (principal-scoped thread id).
+pub fn session_key(principal: &str, thread_id: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(principal.as_bytes());
+    h.update([0u8]);
+    h.update(thread_id.as_bytes());
+    h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Runtime {
+    pub fn new(cfg: RuntimeConfig) -> Runtime {
+        Runtime {
+            cfg,
+            guardians: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn kind(&self) -> RuntimeKind {
+        self.cfg.kind
+    }
+
+    pub fn session_dir(&self, key: &str) -> PathBuf {
+        self.cfg.sessions_dir.join(key)
+    }
+
+    fn socket_path(&self, key: &str) -> PathBuf {
+        match self.cfg.kind {
+            RuntimeKind::Daemon => crate::daemon::guardian_socket(&self.cfg.runtime_dir, key),
+            RuntimeKind::Embedded => self
+                .cfg
+                .runtime_dir
+                .join(format!("e{}", std::process::id()))
+                .join(format!("{key}.sock")),
+        }
+    }
+
+    /// The guardian of `key` if one is live, with its snapshot.
+    pub fn attach(&self, key: &str) -> Option<Ensured> {
+        let known = self.guardians.lock().get(key).cloned();
+        // A daemon guardian may have been started by an earlier adapter: its socket is
+        // where the key says.
+        let client = match (known, self.cfg.kind) {
+            (Some(c), _) => c,
+            (None, RuntimeKind::Daemon) => GuardianClient::new(&self.socket_path(key)),
+            (None, RuntimeKind::Embedded) => return None,
+        };
+        match client.call(&Request::Snapshot, SNAPSHOT_WAIT) {
+            Ok(Response::Snapshot(snapshot)) => {
+                self.guardians
+                    .lock()
+                    .insert(key.to_string(), client.clone());
+                Some(Ensured {
+                    client,
+                    snapshot,
+                    created: false,
+                })
+            }
+            _ => {
+                self.guardians.lock().remove(key);
+                None
+            }
+        }
+    }
+
+    /// Attach to the live guardian of `key`, or start one in `workspace`.
+    pub fn ensure(&self, key: &str, workspace: &Path) -> Result<Ensured, String> {
+        // One start at a time per process: concurrent first calls converge on one shell.
+        static STARTING: Mutex<()> = Mutex::new(());
+        let _guard = STARTING.lock();
+        if let Some(e) = self.attach(key) {
+            return Ok(e);
+        }
+        let socket = self.socket_path(key);
+        if let Some(dir) = socket.parent() {
+            crate::store::ensure_private_dir(dir).map_err(|e| e.to_string())?;
+        }
+        let spec = ShellSpec {
+            program: self.cfg.shell.0.clone(),
+            dialect: self.cfg.shell.1,
+            env: self.cfg.base_env.clone(),
+            workspace: workspace.to_string_lossy().into_owned(),
+            session_dir: self.session_dir(key),
+        };
+        let socket = match self.cfg.kind {
+            RuntimeKind::Embedded => {
+                guardian::spawn_embedded(spec, &socket)?;
+                socket
+            }
+            RuntimeKind::Daemon => self.ensure_via_daemon(key, &spec)?,
+        };
+        let client = GuardianClient::new(&socket);
+        self.guardians
+            .lock()
+            .insert(key.to_string(), client.clone());
+        let snapshot = match client.call(&Request::Snapshot, SNAPSHOT_WAIT) {
+            Ok(Response::Snapshot(s)) => s,
+            Ok(other) => return Err(format!("unexpected guardian answer {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        };
+        Ok(Ensured {
+            client,
+            snapshot,
+            created: true,
+        })
+    }
+
+    /// Replace the shell of a live guardian; answers once the new shell is ready.
+    pub fn reset(&self, client: &GuardianClient) -> Result<Snapshot, String> {
+        match client.call(&Request::Reset, guardian::SHELL_START_TIMEOUT) {
+            Ok(Response::Snapshot(s)) => Ok(s),
+            Ok(Response::Error(e)) => Err(format!("{e:?}")),
+            Ok(other) => Err(format!("unexpected guardian answer {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn ensure_via_daemon(&self, key: &str, spec: &ShellSpec) -> Result<PathBuf, String> {
+        use crate::wire::daemon::{Request as D, Response as R};
+        let req = D::Ensure {
+            key: key.to_string(),
+            workspace: spec.workspace.clone(),
+            shell: spec.program.clone(),
+            dialect: match spec.dialect {
+                Dialect::Bash => "bash".into(),
+                Dialect::Zsh => "zsh".into(),
+            },
+            session_dir: spec.session_dir.to_string_lossy().into_owned(),
+            env: self.cfg.base_env.clone(),
+        };
+        match daemon::request(&self.cfg.daemon_socket, &self.cfg.base_env, &req)? {
+            R::Ensured { socket, .. } => Ok(PathBuf::from(socket)),
+            R::Error { message } => Err(message),
+            other => Err(format!("unexpected winxd answer {other:?}")),
+        }
+    }
+
+    /// Forget a guardian this process knows (after it reported gone).
+    pub fn forget(&self, key: &str) {
+        self.guardians.lock().remove(key);
+    }
+}
+
+impl Drop for Runtime {
+    /// Embedded sessions last as long as the process: end their shells with it.
+    fn drop(&mut self) {
+        if self.cfg.kind == RuntimeKind::Embedded {
+            for client in self.guardians.lock().values() {
+                let _ = client.call(&Request::Shutdown, SNAPSHOT_WAIT);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// An embedded runtime rooted in a test directory.
+    pub fn embedded(root: &Path) -> Runtime {
+        let shell = crate::guardian::shell::resolve("bash", "/usr/bin:/bin").expect("bash");
+        Runtime::new(RuntimeConfig {
+            kind: RuntimeKind::Embedded,
+            daemon_socket: root.join("run/winxd.sock"),
+            runtime_dir: root.join("run"),
+            sessions_dir: root.join("sessions"),
+            shell,
+            base_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! The `BashCommand` tool: run, observe and drive the session's shell.
+//!
+//! The envelope's status is decided from the runtime's typed `CommandState` alone; the
+//! output text is presentation and can never make a command look finished.
+
+pub mod action;
+mod render;
+
+use super::ToolContext;
+use super::args::Args;
+use super::envelope::ToolOutput;
+use super::error::{SessionPair, ToolError};
+use crate::runtime::{ClientError, session_key};
+use crate::session::{Binding, Mode};
+use crate::shell::cmdpolicy;
+use crate::wire::guardian::{GuardianError, Request, Response, Wait};
+use action::{Action, POLICIES};
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+
+const TOOL: &str = "BashCommand";
+
+pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let a = Args::strict(map, action::FIELDS)?;
+    let (binding, _) = ctx.sessions.verify(
+        ctx.principal,
+        a.opt_str("thread_id")?,
+        a.opt_str("workspace_root")?,
+    )?;
+    let act = action::parse_action(map.get("action_json"))?;
+    action::check_sizes(&act)?;
+    let policy = a.opt_enum("wait_policy", POLICIES)?.unwrap_or("adaptive");
+    let seconds = action::wait_seconds(map)?;
+    let pair = SessionPair {
+        thread_id: binding.thread_id.clone(),
+        workspace_root: binding.workspace_str(),
+    };
+    let plan = action::plan_wait(&act, policy, seconds).ok_or_else(|| {
+        let mut corrected = Value::Object(map.clone());
+        corrected["wait_policy"] = json!("return_early");
+        ToolError::WaitPolicyIncompatible { corrected }
+    })?;
+    let key = session_key(ctx.principal, &binding.thread_id);
+    let ensured = ctx
+        .runtime
+        .attach(&key)
+        .ok_or_else(|| ToolError::ShellUnavailable {
+            detail:
+                "no live shell for this session (the adapter restarted or the shell was killed)"
+                    .into(),
+            pair: pair.clone(),
+        })?;
+    let running = ensured.snapshot.running.is_some();
+    enforce_mode(&binding, &act, running)?;
+    let wait = Wait {
+        timeout_ms: plan.timeout_ms,
+        settle_ms: plan.settle_ms,
+    };
+    let req = match &act {
+        Action::Command {
+            command,
+            background,
+        } => Request::Run {
+            command: command.clone(),
+            background: *background,
+            wait,
+        },
+        Action::StatusCheck { bg } => Request::Status {
+            bg_id: bg.clone(),
+            wait,
+        },
+        Action::Input { bytes, bg, .. } => Request::Input {
+            bytes: bytes.clone(),
+            bg_id: bg.clone(),
+            wait,
+        },
+        Action::Screen { lines, diff } => Request::Screen {
+            lines: *lines,
+            diff: *diff,
+        },
+    };
+    let resp = ensured
+        .client
+        .call(&req, Duration::from_millis(plan.timeout_ms))
+        .map_err(|e| {
+            if matches!(e, ClientError::Gone(_)) {
+                ctx.runtime.forget(&key);
+            }
+            ToolError::ShellUnavailable {
+                detail: e.to_string(),
+                pair: pair.clone(),
+            }
+        })?;
+    match resp {
+        Response::Action(r) => Ok(render::action(ctx, &key, &pair, act.name(), r)),
+        Response::Screen { text, rows, cols } => Ok(render::screen(text, rows, cols)),
+        Response::Error(e) => Err(guardian_error(e, pair)),
+        other => Err(ToolError::ShellUnavailable {
+            detail: format!("unexpected guardian answer {other:?}"),
+            pair,
+        }),
+    }
+}
+
+fn guardian_error(e: GuardianError, pair: SessionPair) -> ToolError {
+    match e {
+        GuardianError::CommandAlreadyRunning {
+            execution_id,
+            elapsed_ms,
+        } => ToolError::CommandAlreadyRunning {
+            execution_id,
+            elapsed_ms,
+            pair,
+        },
+        GuardianError::ShellNotRunning => ToolError::ShellUnavailable {
+            detail: "the shell has exited".into(),
+            pair,
+        },
+        GuardianError::NoSuchBackgroundCommand { bg_id } => {
+            ToolError::NoSuchBackgroundCommand { bg_id }
+        }
+        GuardianError::BackgroundLimit { limit } => ToolError::BackgroundLimit { limit },
+        GuardianError::Io { detail } => ToolError::ShellUnavailable { detail, pair },
+    }
+}
+
+/// Apply the session mode to what would reach the shell as a command: a command action, or
+/// text submitted at an idle prompt.
+fn enforce_mode(binding: &Binding, act: &Action, running: bool) -> Result<(), ToolError> {
+    let src = match act {
+        Action::Command { command, .. } => command.as_str(),
+        Action::Input {
+            text_as_command: Some(t),
+            bg: None,
+            ..
+        } if !running => t.as_str(),
+        Action::Input { bg: None, .. } if !running && !matches!(binding.mode, Mode::Wcgw) => {
+            return Err(ToolError::CommandDenied {
+                reason: "raw keys at an idle prompt are not allowed in a restricted mode".into(),
+            });
+        }
+        _ => return Ok(()),
+    };
+    let mode = match &binding.mode {
+        Mode::Wcgw => cmdpolicy::Mode::Wcgw,
+        Mode::Architect => cmdpolicy::Mode::Architect,
+        Mode::CodeWriter {
+            allowed_commands,
+            allowed_globs,
+        } => cmdpolicy::Mode::CodeWriter {
+            allowed_commands,
+            allowed_globs,
+            workspace: &binding.workspace_root,
+        },
+    };
+    cmdpolicy::check(src, &mode).map_err(|d| ToolError::CommandDenied { reason: d.reason })
+}

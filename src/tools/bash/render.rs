@@ -1,0 +1,195 @@
+//! Turning a guardian answer into the agent's text and envelope: cleanup, redaction,
+//! head truncation with a visible marker, and a spill file holding everything omitted.
+
+use super::TOOL;
+use crate::shell::output::{self, DEFAULT_OUTPUT_BUDGET_BYTES};
+use crate::tools::ToolContext;
+use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
+use crate::tools::error::{RETRY_AFTER_MS, SessionPair};
+use crate::wire::guardian::{ActionResult, ProcessStatus};
+use serde_json::json;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+/// Most journal bytes re-read to build one spill file; beyond it the spill says so.
+const MAX_SPILL_SOURCE_BYTES: u64 = 256 * 1024 * 1024;
+
+pub fn action(
+    ctx: &ToolContext,
+    key: &str,
+    pair: &SessionPair,
+    action: &str,
+    r: ActionResult,
+) -> ToolOutput {
+    let rendered = output::render(r.output.as_bytes(), DEFAULT_OUTPUT_BUDGET_BYTES, ctx.redact);
+    let truncated = rendered.omitted_bytes > 0 || r.omitted_bytes > 0;
+    let mut spill_path = None;
+    let mut spill_error = r.journal_error.clone();
+    if truncated {
+        match spill(ctx, key, &r) {
+            Ok(p) => spill_path = Some(p.to_string_lossy().into_owned()),
+            Err(e) => spill_error = Some(e),
+        }
+    }
+    let s = &r.state;
+    let mut text = String::new();
+    if truncated {
+        let omitted = rendered.omitted_bytes as u64 + r.omitted_bytes;
+        text.push_str(&format!(
+            "[output truncated: {omitted} earlier bytes omitted"
+        ));
+        match &spill_path {
+            Some(p) => text.push_str(&format!("; full output in {p}]\n")),
+            None => text.push_str(&format!(
+                "; spill file unavailable: {}]\n",
+                spill_error.as_deref().unwrap_or("unknown")
+            )),
+        }
+    }
+    text.push_str(&rendered.text);
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("---\n");
+    let status_line = match s.process_status {
+        ProcessStatus::Exited => format!(
+            "status: exited, exit code {}",
+            s.exit_code.map_or("unknown".into(), |c| c.to_string())
+        ),
+        ProcessStatus::Running => format!(
+            "status: still running ({:.1} s); use status_check",
+            s.elapsed_ms as f64 / 1000.0
+        ),
+        ProcessStatus::Idle => "status: idle (no command running)".into(),
+        ProcessStatus::ShellExited => {
+            "status: the shell exited; reset it with Initialize reset_shell".into()
+        }
+    };
+    text.push_str(&status_line);
+    text.push_str(&format!("\ncwd: {}\n", s.cwd));
+    if let Some(bg) = &s.bg_command_id {
+        text.push_str(&format!("bg_command_id: {bg}\n"));
+    }
+    let (status, error_code, next_action) = match s.process_status {
+        ProcessStatus::Exited | ProcessStatus::Idle => (Status::Completed, None, None),
+        ProcessStatus::Running => {
+            let mut action_json = json!({"status_check": true});
+            if let Some(bg) = &s.bg_command_id {
+                action_json["bg_command_id"] = json!(bg);
+            }
+            let next = NextAction {
+                tool: TOOL.into(),
+                instruction: "The command is still running; check on it (or interrupt with send_specials [\"Ctrl-c\"]).".into(),
+                arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root, "action_json": action_json}),
+            };
+            (Status::Running, None, Some(next))
+        }
+        ProcessStatus::ShellExited => {
+            let next = NextAction {
+                tool: "Initialize".into(),
+                instruction: "Reset the shell to continue.".into(),
+                arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id, "workspace_root": pair.workspace_root}),
+            };
+            (Status::Failed, Some("shell_exited"), Some(next))
+        }
+    };
+    let data = json!({
+        "action": action,
+        "state": s,
+        "exit_code": s.exit_code,
+        "cwd": s.cwd,
+        "truncated": truncated,
+        "omitted_bytes": rendered.omitted_bytes as u64 + r.omitted_bytes,
+        "spill_path": spill_path,
+        "spill_error": spill_error,
+        "redactions": rendered.redactions,
+        "retryAfterMs": (s.process_status == ProcessStatus::Running).then_some(RETRY_AFTER_MS),
+    });
+    let message = format!("BashCommand {action}: {status_line}");
+    ToolOutput {
+        text,
+        envelope: Envelope {
+            status,
+            tool: TOOL.into(),
+            message,
+            error_code,
+            retryable: status == Status::Running,
+            retry_same_call: false,
+            next_action,
+            required_reads: Vec::new(),
+            data,
+        },
+    }
+}
+
+/// Write the cleaned (and redacted) text of this delivery's whole range to a private file.
+fn spill(ctx: &ToolContext, key: &str, r: &ActionResult) -> Result<PathBuf, String> {
+    let journal = r
+        .journal_path
+        .as_ref()
+        .ok_or("no journal for this execution")?;
+    let start = r.offset_start - r.omitted_bytes;
+    let len = (r.offset_end - start).min(MAX_SPILL_SOURCE_BYTES);
+    let mut raw = Vec::with_capacity(len as usize);
+    let mut f = std::fs::File::open(journal).map_err(|e| format!("open journal: {e}"))?;
+    f.seek(SeekFrom::Start(start))
+        .map_err(|e| format!("seek journal: {e}"))?;
+    f.take(len)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("read journal: {e}"))?;
+    let mut text = output::clean(&raw);
+    if ctx.redact {
+        text = crate::shell::redact::Redactor::global()
+            .redact(&text)
+            .0
+            .into_owned();
+    }
+    let dir = ctx.runtime.session_dir(key);
+    let exec = r.state.execution_id.as_deref().unwrap_or("idle");
+    let path = dir.join(format!("spill-{exec}-{}.txt", r.offset_end));
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("create spill file: {e}"))?;
+    out.write_all(text.as_bytes())
+        .map_err(|e| format!("write spill file: {e}"))?;
+    prune_spills(&dir);
+    Ok(path)
+}
+
+/// Spill files kept per session; older ones are deleted (newest first by name order of
+/// their byte offsets is not global, so modification time decides).
+const RETAINED_SPILLS: usize = 16;
+
+fn prune_spills(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut spills: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("spill-"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if spills.len() <= RETAINED_SPILLS {
+        return;
+    }
+    spills.sort();
+    for (_, p) in &spills[..spills.len() - RETAINED_SPILLS] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+pub fn screen(text: String, rows: u16, cols: u16) -> ToolOutput {
+    ToolOutput {
+        envelope: Envelope::completed(
+            TOOL,
+            format!("BashCommand screen: {rows}x{cols}"),
+            json!({"action": "screen", "rows": rows, "cols": cols}),
+        ),
+        text,
+    }
+}

@@ -1,0 +1,125 @@
+//! Adapter ↔ guardian messages. One request per frame; each request has one response,
+//! which may be deferred (a wait) until completion, settling or a deadline.
+
+use serde::{Deserialize, Serialize};
+
+/// Guardian protocol version carried in `Hello`.
+pub const PROTOCOL: u32 = 1;
+
+/// How long, and for what, a request waits before answering.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Wait {
+    pub timeout_ms: u64,
+    /// Also answer once output has been idle for this long after input (interactive
+    /// actions); `None` waits for completion or the timeout only.
+    pub settle_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// The authoritative state of the session.
+    Snapshot,
+    /// Run a command in the foreground shell or, with `background`, in its own PTY.
+    Run {
+        command: String,
+        background: bool,
+        wait: Wait,
+    },
+    /// Undelivered output and state of the foreground command or a background one.
+    Status { bg_id: Option<String>, wait: Wait },
+    /// Write raw bytes to the foreground shell's terminal or a background PTY.
+    Input {
+        bytes: Vec<u8>,
+        bg_id: Option<String>,
+        wait: Wait,
+    },
+    /// The rendered terminal frame of the foreground shell.
+    Screen { lines: Option<usize>, diff: bool },
+    /// Replace the shell (killing what runs in it); answered once the new one is ready.
+    Reset,
+    /// End the guardian and everything it runs.
+    Shutdown,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessStatus {
+    /// No command has run yet, or the last one finished and was fully delivered.
+    Idle,
+    Running,
+    Exited,
+    /// The shell itself ended; a reset is needed.
+    ShellExited,
+}
+
+/// The typed state of a command, decided by the runtime only (never parsed from text).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CommandState {
+    pub process_status: ProcessStatus,
+    pub exit_code: Option<i32>,
+    pub cwd: String,
+    pub bg_command_id: Option<String>,
+    pub elapsed_ms: u64,
+    pub execution_id: Option<String>,
+}
+
+/// The answer to Run / Status / Input.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ActionResult {
+    pub state: CommandState,
+    /// Raw terminal output not delivered before (lossy UTF-8, markers removed).
+    pub output: String,
+    /// Byte offsets of `output` in the execution's journal.
+    pub offset_start: u64,
+    pub offset_end: u64,
+    /// Undelivered bytes that no longer fit the in-memory window (they are in the journal).
+    pub omitted_bytes: u64,
+    /// The execution's complete output on disk.
+    pub journal_path: Option<String>,
+    pub journal_error: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Snapshot {
+    pub shell_pid: i32,
+    pub shell_alive: bool,
+    pub cwd: String,
+    pub created_at_ms: i64,
+    pub last_activity_ms: i64,
+    pub last_command_ms: Option<i64>,
+    pub ever_ran_command: bool,
+    pub running: Option<String>,
+    pub background: Vec<String>,
+    pub build: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Response {
+    Snapshot(Snapshot),
+    Action(ActionResult),
+    Screen { text: String, rows: u16, cols: u16 },
+    Done,
+    Error(GuardianError),
+}
+
+/// Refusals a guardian can answer with.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum GuardianError {
+    CommandAlreadyRunning {
+        execution_id: String,
+        elapsed_ms: u64,
+    },
+    ShellNotRunning,
+    NoSuchBackgroundCommand {
+        bg_id: String,
+    },
+    BackgroundLimit {
+        limit: usize,
+    },
+    Io {
+        detail: String,
+    },
+}

@@ -1,0 +1,271 @@
+//! BashCommand through the real binary with a real bash on a real PTY.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::Agent;
+
+fn text(r: &Value) -> &str {
+    r["content"][0]["text"].as_str().unwrap()
+}
+
+fn data(r: &Value) -> &Value {
+    &r["structuredContent"]["data"]
+}
+
+#[test]
+fn commands_report_output_exit_code_and_cwd() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let r = a.bash(&s, json!({"command": "echo hello"}));
+    assert_eq!(r["structuredContent"]["status"], "completed", "{r}");
+    assert!(
+        text(&r).starts_with("hello\n---\nstatus: exited, exit code 0"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(data(&r)["exit_code"], 0);
+    let r = a.bash(&s, json!({"command": "false"}));
+    assert_eq!(
+        (r["isError"].clone(), data(&r)["exit_code"].clone()),
+        (json!(false), json!(1))
+    );
+    a.bash(&s, json!({"command": "cd /tmp"}));
+    let r = a.bash(&s, json!("{\"command\": \"pwd\"}"));
+    assert!(text(&r).starts_with("/tmp\n"), "{}", text(&r));
+    assert_eq!(data(&r)["cwd"], "/tmp");
+    // A command printing a forged marker does not end early or change the state.
+    let r = a.bash(
+        &s,
+        json!({"command": "printf '\\033]6973;deadbeef;0;/forged\\007'; sleep 0.2; echo real-end"}),
+    );
+    assert!(text(&r).contains("real-end"));
+    assert_eq!(data(&r)["cwd"], "/tmp");
+}
+
+#[test]
+fn text_is_never_executed_and_bad_actions_are_refused() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    for bad in [
+        json!("touch /tmp/winx-should-not-exist"),
+        json!(42),
+        json!({"command": "ls", "screen": true}),
+        json!({}),
+    ] {
+        let r = a.bash(&s, bad.clone());
+        assert_eq!(
+            r["structuredContent"]["errorCode"], "invalid_tool_input",
+            "{bad}"
+        );
+    }
+    let r = a.call("BashCommand", json!({"action_json": {"command": "ls"}}));
+    assert_eq!(r["structuredContent"]["status"], "needs_initialize");
+    let r = a.bash_with(
+        &s,
+        json!({"status_check": true}),
+        json!({"wait_policy": "until_complete"}),
+    );
+    let sc = &r["structuredContent"];
+    assert_eq!(sc["errorCode"], "wait_policy_incompatible_with_action");
+    assert_eq!(sc["nextAction"]["arguments"]["wait_policy"], "return_early");
+}
+
+#[test]
+fn long_output_is_truncated_with_a_marker_and_spilled_in_full() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let r = a.bash(&s, json!({"command": "seq 1 100000"}));
+    let t = text(&r);
+    assert!(
+        t.starts_with("[output truncated: "),
+        "{}",
+        &t[..200.min(t.len())]
+    );
+    assert!(t.contains("100000\n---\nstatus: exited, exit code 0"));
+    let spill = data(&r)["spill_path"].as_str().unwrap();
+    let full = std::fs::read_to_string(spill).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    assert_eq!(lines.len(), 100_000);
+    assert_eq!((lines[0], lines[99_999]), ("1", "100000"));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(spill).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn running_commands_interrupts_and_eof() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let r = a.bash_with(
+        &s,
+        json!({"command": "sleep 1000"}),
+        json!({"wait_for_seconds": 0.2}),
+    );
+    let sc = &r["structuredContent"];
+    assert_eq!(sc["status"], "running");
+    assert_eq!(
+        sc["nextAction"]["arguments"]["action_json"]["status_check"],
+        true
+    );
+    assert!(data(&r)["retryAfterMs"].is_u64());
+    let again = a.bash(&s, json!({"command": "echo second"}));
+    assert_eq!(
+        again["structuredContent"]["errorCode"],
+        "command_already_running"
+    );
+    assert_eq!(
+        again["structuredContent"]["nextAction"]["tool"],
+        "BashCommand"
+    );
+    let r = a.bash(&s, json!({"send_specials": ["Ctrl-c"]}));
+    assert_eq!(data(&r)["state"]["process_status"], "exited", "{r}");
+    assert_eq!(data(&r)["exit_code"], 130);
+    // Ctrl-d ends `cat`'s input: EOF, not an interrupt (exit code 0).
+    let r = a.bash_with(
+        &s,
+        json!({"command": "cat"}),
+        json!({"wait_for_seconds": 0.2}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "running");
+    let r = a.bash(&s, json!({"send_text": "typed line", "submit": true}));
+    assert!(text(&r).contains("typed line"), "{}", text(&r));
+    let r = a.bash(&s, json!({"send_specials": ["Ctrl-d"]}));
+    assert_eq!(data(&r)["exit_code"], 0, "{r}");
+    let r = a.bash(&s, json!({"command": "echo still-alive"}));
+    assert!(text(&r).starts_with("still-alive"));
+}
+
+#[test]
+fn background_commands_and_status_check() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let r = a.bash(
+        &s,
+        json!({"command": "sleep 0.3; echo bg-done", "is_background": true}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "running", "{r}");
+    let bg = data(&r)["state"]["bg_command_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The foreground shell stays free meanwhile.
+    let r = a.bash(&s, json!({"command": "echo fg"}));
+    assert!(text(&r).starts_with("fg\n"));
+    let r = a.bash_with(
+        &s,
+        json!({"status_check": true, "bg_command_id": bg}),
+        json!({"wait_for_seconds": 10}),
+    );
+    assert!(text(&r).contains("bg-done"), "{}", text(&r));
+    assert_eq!(data(&r)["exit_code"], 0);
+    let r = a.bash(&s, json!({"status_check": true, "bg_command_id": "bg999"}));
+    assert_eq!(
+        r["structuredContent"]["errorCode"],
+        "no_such_background_command"
+    );
+}
+
+#[test]
+fn screen_and_ascii() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    a.bash(&s, json!({"command": "printf 'row one\\nrow two\\n'"}));
+    let r = a.bash(&s, json!({"screen": true, "lines": 5}));
+    assert!(text(&r).contains("row one\nrow two"), "{}", text(&r));
+    let r = a.bash_with(
+        &s,
+        json!({"command": "read x; echo got-$x"}),
+        json!({"wait_for_seconds": 0.2}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "running");
+    let r = a.bash(&s, json!({"send_ascii": [121, 101, 115, 13]}));
+    assert!(text(&r).contains("got-yes"), "{}", text(&r));
+}
+
+#[test]
+fn secrets_are_redacted_by_default() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let r = a.bash(
+        &s,
+        json!({"command": "echo token ghp_abcdefghijklmnopqrstuvwxyz0123456789"}),
+    );
+    assert!(
+        !text(&r).contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        "{}",
+        text(&r)
+    );
+    assert!(data(&r)["redactions"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn modes_restrict_commands() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let ws = s["data"]["workspace_root"].clone();
+    let tid = s["data"]["thread_id"].clone();
+    a.call(
+        "Initialize",
+        json!({"type": "user_asked_mode_change", "thread_id": tid, "workspace_root": ws, "mode": "code_writer",
+               "allowed_commands": ["ls", "echo"], "allowed_globs": ["src/**"]}),
+    );
+    for cmd in ["ls | rm x", "echo $(rm x)", "ls; rm x", "ls > /etc/passwd"] {
+        let r = a.bash(&s, json!({"command": cmd}));
+        assert_eq!(
+            r["structuredContent"]["errorCode"], "command_denied_by_mode",
+            "{cmd}: {r}"
+        );
+    }
+    let r = a.bash(&s, json!({"command": "echo allowed"}));
+    assert!(text(&r).starts_with("allowed"));
+    a.call(
+        "Initialize",
+        json!({"type": "user_asked_mode_change", "thread_id": tid, "workspace_root": ws, "mode": "architect"}),
+    );
+    let r = a.bash(&s, json!({"command": "touch f"}));
+    assert_eq!(
+        r["structuredContent"]["errorCode"],
+        "command_denied_by_mode"
+    );
+    let r = a.bash(&s, json!({"command": "ls -la | head -3"}));
+    assert_eq!(r["structuredContent"]["status"], "completed");
+}
+
+#[test]
+fn a_shell_that_exits_is_reported_and_reset() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let pid1 = s["data"]["shell"]["pid"].clone();
+    let r = a.bash(&s, json!({"command": "exit 3"}));
+    assert_eq!(r["structuredContent"]["errorCode"], "shell_exited", "{r}");
+    assert_eq!(
+        r["structuredContent"]["nextAction"]["arguments"]["type"],
+        "reset_shell"
+    );
+    let r = a.bash(&s, json!({"command": "echo x"}));
+    assert_eq!(r["structuredContent"]["errorCode"], "shell_unavailable");
+    let reset = a.call(
+        "Initialize",
+        json!({"type": "reset_shell", "thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"]}),
+    );
+    assert_ne!(reset["structuredContent"]["data"]["shell"]["pid"], pid1);
+    let r = a.bash(&s, json!({"command": "echo back"}));
+    assert!(text(&r).starts_with("back"));
+}
+
+#[test]
+fn repeated_first_call_attaches_to_the_same_shell() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    a.bash(&s, json!({"command": "cd /tmp"}));
+    let again = a.first_call();
+    assert_eq!(again["data"]["shell"]["pid"], s["data"]["shell"]["pid"]);
+    assert_eq!(again["data"]["shell"]["cwd"], "/tmp");
+    let r = a.bash(&s, json!({"command": "echo $$"}));
+    assert!(
+        text(&r).starts_with(&format!("{}\n", s["data"]["shell"]["pid"])),
+        "{}",
+        text(&r)
+    );
+}

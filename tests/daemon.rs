@@ -1,0 +1,164 @@
+//! The daemon runtime: winxd and forked guardians survive the adapter and each other.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Agent, Opts, processes_mentioning};
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap().to_string()
+}
+
+fn winxd_pids(a: &Agent) -> Vec<i32> {
+    processes_mentioning(&a.dir.path().join("run/winx/winxd.sock"))
+}
+
+fn restart_adapter(old: &Agent) -> Agent {
+    // Same HOME-less state and runtime dir: reuse the old agent's directories.
+    Agent::spawn_with(Opts {
+        state: Some(old.state.clone()),
+        workspace: Some(old.workspace.clone()),
+        env: &[(
+            "XDG_RUNTIME_DIR",
+            old.dir.path().join("run").to_str().unwrap(),
+        )],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn the_shell_survives_an_adapter_sigkill() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let pid = s["data"]["shell"]["pid"].clone();
+    a.bash(
+        &s,
+        json!({"command": "cd /tmp && export WINX_TEST_MARK=kept"}),
+    );
+    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    let mut b = restart_adapter(&a);
+    let again = b.first_call();
+    assert_eq!(again["data"]["shell"]["pid"], pid, "{again}");
+    assert_eq!(again["data"]["shell"]["cwd"], "/tmp");
+    let r = b.bash(&again, json!({"command": "echo $$ $WINX_TEST_MARK"}));
+    assert!(
+        text(&r).starts_with(&format!("{pid} kept\n")),
+        "{}",
+        text(&r)
+    );
+    drop(b);
+}
+
+#[test]
+fn a_running_command_keeps_running_across_adapters() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let r = a.bash_with(
+        &s,
+        json!({"command": "sleep 0.5; echo finished-late"}),
+        json!({"wait_for_seconds": 0}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "running");
+    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    let mut b = restart_adapter(&a);
+    let again = b.first_call();
+    assert!(again["data"]["shell"]["running"].is_string(), "{again}");
+    let r = b.bash_with(
+        &again,
+        json!({"status_check": true}),
+        json!({"wait_for_seconds": 10}),
+    );
+    assert!(text(&r).contains("finished-late"), "{}", text(&r));
+    assert_eq!(r["structuredContent"]["data"]["exit_code"], 0);
+}
+
+#[test]
+fn guardians_survive_winxd_and_winxd_is_respawned() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let pid = s["data"]["shell"]["pid"].clone();
+    let daemons = winxd_pids(&a);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    unsafe { nix::libc::kill(daemons[0], nix::libc::SIGKILL) };
+    // The existing session is reached directly through its guardian socket.
+    let r = a.bash(&s, json!({"command": "echo $$"}));
+    assert!(text(&r).starts_with(&format!("{pid}\n")));
+    // A new session needs winxd: the adapter starts a fresh one.
+    let other = a.dir.path().join("second");
+    std::fs::create_dir(&other).unwrap();
+    let r = a.call(
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": other.to_str().unwrap()}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "completed", "{r}");
+    let after = winxd_pids(&a);
+    assert_eq!(after.len(), 1);
+    assert_ne!(after[0], daemons[0]);
+}
+
+#[test]
+fn racing_adapters_converge_on_one_daemon() {
+    let a = Agent::spawn();
+    let run = a.dir.path().join("run");
+    let mut agents: Vec<Agent> = (0..4)
+        .map(|_| {
+            Agent::spawn_with(Opts {
+                env: &[("XDG_RUNTIME_DIR", run.to_str().unwrap())],
+                ..Default::default()
+            })
+        })
+        .collect();
+    for ag in &mut agents {
+        let ws = ag.ws();
+        ag.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "Initialize", "arguments": {"type": "first_call", "workspace_root": ws}}}));
+    }
+    for ag in &agents {
+        let r = ag.recv();
+        assert_eq!(
+            r["result"]["structuredContent"]["status"], "completed",
+            "{r}"
+        );
+    }
+    assert_eq!(winxd_pids(&a).len(), 1);
+    drop(agents);
+}
+
+#[test]
+fn a_killed_guardian_is_reported_and_reset_recovers() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let guardians = processes_mentioning(&a.dir.path().join("run/winx/g"));
+    assert_eq!(guardians.len(), 1, "{guardians:?}");
+    unsafe { nix::libc::kill(guardians[0], nix::libc::SIGKILL) };
+    let r = a.bash(&s, json!({"command": "echo hi"}));
+    assert_eq!(
+        r["structuredContent"]["errorCode"], "shell_unavailable",
+        "{r}"
+    );
+    assert_eq!(
+        r["structuredContent"]["nextAction"]["arguments"]["type"],
+        "reset_shell"
+    );
+    let tid = s["data"]["thread_id"].clone();
+    let ws = s["data"]["workspace_root"].clone();
+    let r = a.call(
+        "Initialize",
+        json!({"type": "reset_shell", "thread_id": tid, "workspace_root": ws}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "completed", "{r}");
+    let r = a.bash(&s, json!({"command": "echo back"}));
+    assert!(text(&r).starts_with("back\n"));
+}
+
+#[test]
+fn every_process_ends_with_the_test() {
+    let dir;
+    {
+        let mut a = Agent::spawn();
+        a.first_call();
+        assert!(!processes_mentioning(a.dir.path()).is_empty());
+        dir = a.dir.path().to_path_buf();
+    }
+    assert!(processes_mentioning(&dir).is_empty());
+}
