@@ -3,7 +3,46 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::Agent;
+use support::{Agent, Opts};
+
+/// Every test here runs against both runtimes: the daemon (winxd + guardian processes)
+/// and the embedded one (guardian threads in the adapter).
+macro_rules! both_runtimes {
+    ($($name:ident),* $(,)?) => {
+        mod daemon {
+            $(#[test] fn $name() { super::$name("daemon") })*
+        }
+        mod embedded {
+            $(#[test] fn $name() { super::$name("embedded") })*
+        }
+    };
+}
+
+both_runtimes!(
+    commands_report_output_exit_code_and_cwd,
+    text_is_never_executed_and_bad_actions_are_refused,
+    long_output_is_truncated_with_a_marker_and_spilled_in_full,
+    running_commands_interrupts_and_eof,
+    background_commands_and_status_check,
+    screen_and_ascii,
+    secrets_are_redacted_by_default,
+    modes_restrict_commands,
+    a_shell_that_exits_is_reported_and_reset,
+    repeated_first_call_attaches_to_the_same_shell,
+    shell_environment_is_prepared_and_server_secrets_removed,
+    a_shell_that_never_prompts_again_can_be_reset,
+    background_commands_are_limited_per_session,
+);
+
+fn spawn(rt: &str) -> Agent {
+    Agent::spawn_with(Opts {
+        env: &[
+            ("WINX_RUNTIME", rt),
+            ("WINX_HTTP_TOKEN", "server-secret-never-in-shell"),
+        ],
+        ..Default::default()
+    })
+}
 
 fn text(r: &Value) -> &str {
     r["content"][0]["text"].as_str().unwrap()
@@ -13,9 +52,8 @@ fn data(r: &Value) -> &Value {
     &r["structuredContent"]["data"]
 }
 
-#[test]
-fn commands_report_output_exit_code_and_cwd() {
-    let mut a = Agent::spawn();
+fn commands_report_output_exit_code_and_cwd(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     let r = a.bash(&s, json!({"command": "echo hello"}));
     assert_eq!(r["structuredContent"]["status"], "completed", "{r}");
@@ -43,9 +81,8 @@ fn commands_report_output_exit_code_and_cwd() {
     assert_eq!(data(&r)["cwd"], "/tmp");
 }
 
-#[test]
-fn text_is_never_executed_and_bad_actions_are_refused() {
-    let mut a = Agent::spawn();
+fn text_is_never_executed_and_bad_actions_are_refused(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     for bad in [
         json!("touch /tmp/winx-should-not-exist"),
@@ -71,9 +108,8 @@ fn text_is_never_executed_and_bad_actions_are_refused() {
     assert_eq!(sc["nextAction"]["arguments"]["wait_policy"], "return_early");
 }
 
-#[test]
-fn long_output_is_truncated_with_a_marker_and_spilled_in_full() {
-    let mut a = Agent::spawn();
+fn long_output_is_truncated_with_a_marker_and_spilled_in_full(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     let r = a.bash(&s, json!({"command": "seq 1 100000"}));
     let t = text(&r);
@@ -93,9 +129,8 @@ fn long_output_is_truncated_with_a_marker_and_spilled_in_full() {
     assert_eq!(mode & 0o777, 0o600);
 }
 
-#[test]
-fn running_commands_interrupts_and_eof() {
-    let mut a = Agent::spawn();
+fn running_commands_interrupts_and_eof(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     let r = a.bash_with(
         &s,
@@ -136,9 +171,8 @@ fn running_commands_interrupts_and_eof() {
     assert!(text(&r).starts_with("still-alive"));
 }
 
-#[test]
-fn background_commands_and_status_check() {
-    let mut a = Agent::spawn();
+fn background_commands_and_status_check(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     let r = a.bash(
         &s,
@@ -166,9 +200,8 @@ fn background_commands_and_status_check() {
     );
 }
 
-#[test]
-fn screen_and_ascii() {
-    let mut a = Agent::spawn();
+fn screen_and_ascii(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     a.bash(&s, json!({"command": "printf 'row one\\nrow two\\n'"}));
     let r = a.bash(&s, json!({"screen": true, "lines": 5}));
@@ -183,9 +216,8 @@ fn screen_and_ascii() {
     assert!(text(&r).contains("got-yes"), "{}", text(&r));
 }
 
-#[test]
-fn secrets_are_redacted_by_default() {
-    let mut a = Agent::spawn();
+fn secrets_are_redacted_by_default(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     let r = a.bash(
         &s,
@@ -199,9 +231,8 @@ fn secrets_are_redacted_by_default() {
     assert!(data(&r)["redactions"].as_u64().unwrap() >= 1);
 }
 
-#[test]
-fn modes_restrict_commands() {
-    let mut a = Agent::spawn();
+fn modes_restrict_commands(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     let ws = s["data"]["workspace_root"].clone();
     let tid = s["data"]["thread_id"].clone();
@@ -232,9 +263,8 @@ fn modes_restrict_commands() {
     assert_eq!(r["structuredContent"]["status"], "completed");
 }
 
-#[test]
-fn a_shell_that_exits_is_reported_and_reset() {
-    let mut a = Agent::spawn();
+fn a_shell_that_exits_is_reported_and_reset(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     let pid1 = s["data"]["shell"]["pid"].clone();
     let r = a.bash(&s, json!({"command": "exit 3"}));
@@ -254,9 +284,8 @@ fn a_shell_that_exits_is_reported_and_reset() {
     assert!(text(&r).starts_with("back"));
 }
 
-#[test]
-fn repeated_first_call_attaches_to_the_same_shell() {
-    let mut a = Agent::spawn();
+fn repeated_first_call_attaches_to_the_same_shell(rt: &str) {
+    let mut a = spawn(rt);
     let s = a.first_call();
     a.bash(&s, json!({"command": "cd /tmp"}));
     let again = a.first_call();
@@ -268,4 +297,58 @@ fn repeated_first_call_attaches_to_the_same_shell() {
         "{}",
         text(&r)
     );
+}
+
+fn shell_environment_is_prepared_and_server_secrets_removed(rt: &str) {
+    let mut a = spawn(rt);
+    let s = a.first_call();
+    let r = a.bash(&s, json!({"command": "echo ${WINX_HTTP_TOKEN:-unset} $TERM $PAGER $GIT_PAGER $WINX_WORKSPACE_ROOT"}));
+    let ws = s["data"]["workspace_root"].as_str().unwrap();
+    assert!(
+        text(&r).starts_with(&format!("unset xterm-256color cat cat {ws}\n")),
+        "{}",
+        text(&r)
+    );
+    // The private rc deleted itself once sourced: the nonce lives only in the shell.
+    let leftovers: Vec<_> = std::fs::read_dir(a.state.join("sessions"))
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .filter(|f| f.file_name().to_string_lossy().starts_with("rc-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+fn a_shell_that_never_prompts_again_can_be_reset(rt: &str) {
+    let mut a = spawn(rt);
+    let s = a.first_call();
+    let r = a.bash_with(
+        &s,
+        json!({"command": "unset PROMPT_COMMAND; echo lost"}),
+        json!({"wait_for_seconds": 0.3}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "running", "{r}");
+    let reset = a.call(
+        "Initialize",
+        json!({"type": "reset_shell", "thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"]}),
+    );
+    assert_eq!(reset["structuredContent"]["status"], "completed", "{reset}");
+    let r = a.bash(&s, json!({"command": "echo fresh"}));
+    assert!(text(&r).starts_with("fresh\n"), "{}", text(&r));
+}
+
+fn background_commands_are_limited_per_session(rt: &str) {
+    let mut a = spawn(rt);
+    let s = a.first_call();
+    for _ in 0..8 {
+        let r = a.bash(&s, json!({"command": "sleep 100", "is_background": true}));
+        assert_eq!(r["structuredContent"]["status"], "running", "{r}");
+    }
+    let r = a.bash(&s, json!({"command": "sleep 100", "is_background": true}));
+    assert_eq!(
+        r["structuredContent"]["errorCode"], "background_limit",
+        "{r}"
+    );
+    let r = a.bash(&s, json!({"screen": true, "diff": true}));
+    assert_eq!(r["structuredContent"]["status"], "completed");
 }
