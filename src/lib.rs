@@ -11,6 +11,7 @@ pub mod deadline;
 pub mod guardian;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod operator;
 pub mod runtime;
 pub mod session;
 pub mod shell;

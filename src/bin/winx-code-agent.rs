@@ -24,6 +24,15 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::Serve(args) => args,
+        Command::Operator(op) => {
+            return match Config::build(&Default::default(), std::env::vars().collect()) {
+                Ok(config) => winx::operator::main(op, &config),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
     };
     let config = match Config::build(&args, std::env::vars().collect()) {
         Ok(c) => c,

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
     let mut shell = None;
     let mut dialect = Dialect::Bash;
     let mut ready_fd: Option<i32> = None;
+    let mut labels = winx::wire::guardian::Labels::default();
     let mut parser = lexopt::Parser::from_env();
     loop {
         let arg = match parser.next() {
@@ -34,6 +35,8 @@ fn main() -> ExitCode {
             Long("session-dir") => session_dir = value(&mut parser).ok().map(PathBuf::from),
             Long("workspace") => workspace = value(&mut parser).ok(),
             Long("shell") => shell = value(&mut parser).ok(),
+            Long("thread-id") => labels.thread_id = value(&mut parser).unwrap_or_default(),
+            Long("principal") => labels.principal = value(&mut parser).unwrap_or_default(),
             Long("dialect") => {
                 dialect = match value(&mut parser).as_deref() {
                     Ok("bash") => Dialect::Bash,
@@ -54,7 +57,9 @@ fn main() -> ExitCode {
         return usage("--socket, --session-dir, --workspace and --shell are required");
     };
     winx::adapter::init_logging(log::LevelFilter::Warn);
+    labels.workspace = workspace.clone();
     let spec = ShellSpec {
+        labels,
         program,
         dialect,
         env: std::env::vars().collect(),

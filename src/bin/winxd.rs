@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use winx::daemon::{self, Started};
 use winx::runtime::daemon::sibling;
+use winx::wire::daemon::Lifecycle;
 
 const USAGE: &str = "usage: winxd [--socket PATH] [--ready-fd N] | --version";
 
@@ -63,7 +64,14 @@ fn main() -> ExitCode {
             let _ = f.write_all(msg.as_bytes());
         }
     };
-    match daemon::start(&socket, sibling("winx-guardian")) {
+    let lifecycle = match lifecycle_from_env() {
+        Ok(l) => l,
+        Err(e) => {
+            report(&format!("err: {e}"));
+            return usage(e);
+        }
+    };
+    match daemon::start(&socket, sibling("winx-guardian"), lifecycle) {
         Ok(Started::AlreadyRunning) => {
             report("running");
             ExitCode::SUCCESS
@@ -84,4 +92,24 @@ fn main() -> ExitCode {
 fn usage(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {e}\nhint: {USAGE}");
     ExitCode::from(2)
+}
+
+/// Lifecycle settings, read once at start (changing them needs `restart-daemon`).
+fn lifecycle_from_env() -> Result<Lifecycle, String> {
+    let num = |k: &str, default: u64| -> Result<u64, String> {
+        match std::env::var(k) {
+            Err(_) => Ok(default),
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{k} must be a whole number, got {v:?}")),
+        }
+    };
+    Ok(Lifecycle {
+        unused_ttl_secs: num("WINX_UNUSED_SESSION_IDLE_TTL_SECS", 1_800)?,
+        used_ttl_secs: num("WINX_SESSION_IDLE_TTL_SECS", 86_400)?,
+        max_guardians: num("WINX_MAX_GUARDIANS", 32)?.max(1) as usize,
+        sweep_secs: num("WINX_TTL_SWEEP_SECS", 60)?.max(1),
+        clock_skew_secs: num("WINX_CLOCK_SKEW_SECS", 0)? as i64,
+    })
 }

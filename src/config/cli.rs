@@ -9,6 +9,14 @@ winx-code-agent: a shell-and-files MCP server for coding agents
 
 Usage:
   winx-code-agent [serve] [OPTIONS]    serve MCP over stdio (one JSON message per line)
+  winx-code-agent list [--table]       sessions known to winxd (JSON by default)
+  winx-code-agent attach <thread_id> [--follow]
+                                       print a session's output with an independent cursor
+  winx-code-agent prune [--idle-seconds N]
+                                       remove idle sessions (the TTL tiers, or N seconds)
+  winx-code-agent kill <thread_id> | --all
+  winx-code-agent restart-daemon       replace winxd; guardians and shells keep running
+  winx-code-agent doctor               redacted runtime report (JSON)
 
 Options:
   --tool-profile <PROFILE>   catalog profile: full (default), coding, read-only, terminal
@@ -34,6 +42,7 @@ pub struct ServeArgs {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
     Serve(ServeArgs),
+    Operator(super::opcli::OpCommand),
     Help,
     Version,
 }
@@ -57,6 +66,13 @@ fn usage(e: impl std::fmt::Display) -> UsageError {
 }
 
 pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, UsageError> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    if let Some(verb) = args.first().and_then(|a| a.to_str()).map(str::to_string)
+        && super::opcli::VERBS.contains(&verb.as_str())
+    {
+        args.remove(0);
+        return super::opcli::parse(&verb, args).map(Command::Operator);
+    }
     let mut parser = lexopt::Parser::from_args(args);
     let mut serve = ServeArgs::default();
     let mut saw_command = false;

@@ -4,6 +4,7 @@
 //! Invariant: nothing outside this module reads environment variables for configuration.
 
 pub mod cli;
+pub mod opcli;
 pub mod profile;
 
 use crate::guardian::shell::resolve as resolve_shell;
@@ -43,6 +44,43 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     /// Secret redaction of command output (on unless `WINX_NO_REDACT=1`).
     pub redact: bool,
+    /// Facts `doctor` reports; never secret values.
+    pub diagnostics: Diagnostics,
+}
+
+/// What `doctor` needs from the environment: presence flags and paths, never values of
+/// secrets.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnostics {
+    /// Every place a control socket may live, in lookup order.
+    pub socket_candidates: Vec<PathBuf>,
+    /// `workspace`, `extended` or `unconfined` (from `WINX_ALLOW_PATHS`).
+    pub file_containment: &'static str,
+    pub usage_log_configured: bool,
+    pub http_credentials_configured: bool,
+}
+
+fn diagnostics(env: &dyn Fn(&str) -> Option<String>) -> Diagnostics {
+    let uid = nix::unistd::getuid().as_raw();
+    let mut socket_candidates = Vec::new();
+    if let Some(s) = env(env::SOCKET).filter(|s| !s.is_empty()) {
+        socket_candidates.push(PathBuf::from(s));
+    }
+    if let Some(x) = env("XDG_RUNTIME_DIR").filter(|s| !s.is_empty()) {
+        socket_candidates.push(PathBuf::from(x).join("winx/winxd.sock"));
+    }
+    socket_candidates.push(PathBuf::from(format!("/tmp/winx-{uid}/winxd.sock")));
+    let file_containment = match env("WINX_ALLOW_PATHS").as_deref() {
+        None | Some("") => "workspace",
+        Some(v) if v.split(':').any(|p| p == "/") => "unconfined",
+        Some(_) => "extended",
+    };
+    Diagnostics {
+        socket_candidates,
+        file_containment,
+        usage_log_configured: env("WINX_USAGE_LOG").is_some_and(|v| !v.is_empty()),
+        http_credentials_configured: env("WINX_HTTP_TOKEN").is_some_and(|v| !v.is_empty()),
+    }
 }
 
 /// A configuration problem, reported at startup with exit code 2.
@@ -88,6 +126,7 @@ impl Config {
         Ok(Config {
             runtime,
             redact: env(env::NO_REDACT).is_none_or(|v| v != "1"),
+            diagnostics: diagnostics(env),
             policy,
             state_dir,
             log_level,

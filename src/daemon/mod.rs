@@ -6,11 +6,13 @@
 //! Invariant: winxd holds no session state that a guardian does not also hold; losing
 //! winxd (SIGKILL, restart) never loses a shell.
 
+pub mod lifecycle;
 pub mod spawn;
 
+use crate::deadline::Deadline;
 use crate::runtime::GuardianClient;
 use crate::store::ensure_private_dir;
-use crate::wire::daemon::{PROTOCOL, Request, Response};
+use crate::wire::daemon::{Lifecycle, PROTOCOL, Request, Response};
 use crate::wire::guardian;
 use crate::wire::{Hello, read_frame, write_frame};
 use parking_lot::Mutex;
@@ -43,18 +45,26 @@ pub enum Started {
 pub struct Daemon {
     listener: UnixListener,
     state: Arc<State>,
-    _lock: fs::File,
 }
 
 struct State {
     runtime_dir: PathBuf,
+    socket: PathBuf,
     guardian_bin: PathBuf,
+    lifecycle: Lifecycle,
+    /// The `winxd.lock` handle; dropped (unlocking) on `Shutdown` before answering, so a
+    /// successor can start as soon as we answer.
+    lock: Mutex<Option<fs::File>>,
     /// Serialises guardian starts so concurrent `Ensure`s of one key converge.
     starting: Mutex<()>,
 }
 
 /// Take the lock and bind the socket.
-pub fn start(socket: &Path, guardian_bin: PathBuf) -> Result<Started, String> {
+pub fn start(
+    socket: &Path,
+    guardian_bin: PathBuf,
+    lifecycle: Lifecycle,
+) -> Result<Started, String> {
     let dir = socket
         .parent()
         .ok_or("socket path has no directory")?
@@ -80,22 +90,46 @@ pub fn start(socket: &Path, guardian_bin: PathBuf) -> Result<Started, String> {
         listener,
         state: Arc::new(State {
             runtime_dir: dir,
+            socket: socket.to_path_buf(),
             guardian_bin,
+            lifecycle,
+            lock: Mutex::new(Some(lock)),
             starting: Mutex::new(()),
         }),
-        _lock: lock,
     }))
 }
 
 impl Daemon {
-    /// The accept loop; returns only if the listener fails.
+    /// The accept loop. A `Shutdown` request ends the process (releasing the lock).
     pub fn serve(self) {
+        let sweeper_state = self.state.clone();
+        let _ = std::thread::Builder::new()
+            .name("ttl-sweeper".into())
+            .spawn(move || sweeper(&sweeper_state));
         for conn in self.listener.incoming() {
             let Ok(stream) = conn else { continue };
             let state = self.state.clone();
             let _ = std::thread::Builder::new()
                 .name("winxd-conn".into())
                 .spawn(move || serve_client(stream, &state));
+        }
+    }
+}
+
+/// Apply the TTL tiers every `sweep_secs`, for the life of the process.
+fn sweeper(state: &State) {
+    loop {
+        let tick = Deadline::after(
+            "ttl sweep",
+            Duration::from_secs(state.lifecycle.sweep_secs.max(1)),
+        );
+        let _ = tick.receiver().recv();
+        let l = state.lifecycle;
+        let removed = lifecycle::remove_where(&state.runtime_dir, l.now_ms(), |s, now| {
+            lifecycle::expired_by_tier(s, &l, now)
+        });
+        if !removed.is_empty() {
+            log::info!("ttl sweep removed {removed:?}");
         }
     }
 }
@@ -123,6 +157,10 @@ fn serve_client(mut s: UnixStream, state: &State) {
         if write_frame(&mut s, &resp).is_err() {
             return;
         }
+        if req == Request::Shutdown {
+            log::info!("winxd shutting down on request; guardians keep running");
+            std::process::exit(0);
+        }
     }
 }
 
@@ -135,47 +173,69 @@ fn alive(socket: &Path) -> bool {
 
 fn handle(state: &State, req: &Request) -> Response {
     match req {
-        Request::Ensure { key, .. } => {
-            if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
-                return Response::Error {
-                    message: "session keys are alphanumeric".into(),
-                };
-            }
-            let socket = guardian_socket(&state.runtime_dir, key);
-            let _one_at_a_time = state.starting.lock();
-            if alive(&socket) {
-                return Response::Ensured {
-                    socket: socket.to_string_lossy().into_owned(),
-                    created: false,
-                };
-            }
-            match spawn::guardian(&state.guardian_bin, &socket, req) {
-                Ok(pid) => {
-                    log::info!("started guardian {pid} for session {key}");
-                    Response::Ensured {
-                        socket: socket.to_string_lossy().into_owned(),
-                        created: true,
-                    }
-                }
-                Err(message) => Response::Error { message },
+        Request::Ensure { key, .. } => ensure(state, key, req),
+        Request::List => Response::Sessions {
+            sessions: lifecycle::live_sessions(&state.runtime_dir),
+        },
+        Request::Kill { thread_id } => Response::Removed {
+            thread_ids: lifecycle::remove_where(&state.runtime_dir, 0, |s, _| {
+                thread_id.as_ref().is_none_or(|t| *t == s.labels.thread_id)
+            }),
+        },
+        Request::Prune { idle_seconds } => {
+            let l = state.lifecycle;
+            let now = l.now_ms();
+            let thread_ids = match idle_seconds {
+                None => lifecycle::remove_where(&state.runtime_dir, now, |s, now| {
+                    lifecycle::expired_by_tier(s, &l, now)
+                }),
+                Some(n) => lifecycle::remove_where(&state.runtime_dir, now, |s, now| {
+                    lifecycle::idle_for(s, *n, now)
+                }),
+            };
+            Response::Removed { thread_ids }
+        }
+        Request::Status => Response::Status {
+            build: crate::build_info::identity(),
+            pid: std::process::id(),
+            lifecycle: state.lifecycle,
+            socket: state.socket.to_string_lossy().into_owned(),
+        },
+        Request::Shutdown => {
+            // Unreachable and unlocked before we answer; the connection thread exits the
+            // process once the answer is written.
+            let _ = fs::remove_file(&state.socket);
+            state.lock.lock().take();
+            Response::Done
+        }
+    }
+}
+
+fn ensure(state: &State, key: &str, req: &Request) -> Response {
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Response::Error {
+            message: "session keys are alphanumeric".into(),
+        };
+    }
+    let socket = guardian_socket(&state.runtime_dir, key);
+    let _one_at_a_time = state.starting.lock();
+    if alive(&socket) {
+        return Response::Ensured {
+            socket: socket.to_string_lossy().into_owned(),
+            created: false,
+        };
+    }
+    if let Err(message) = lifecycle::make_room(&state.runtime_dir, &state.lifecycle) {
+        return Response::Error { message };
+    }
+    match spawn::guardian(&state.guardian_bin, &socket, req) {
+        Ok(pid) => {
+            log::info!("started guardian {pid} for session {key}");
+            Response::Ensured {
+                socket: socket.to_string_lossy().into_owned(),
+                created: true,
             }
         }
-        Request::List => {
-            let mut keys: Vec<String> = fs::read_dir(state.runtime_dir.join("g"))
-                .map(|d| {
-                    d.flatten()
-                        .filter_map(|e| {
-                            e.file_name()
-                                .to_str()?
-                                .strip_suffix(".sock")
-                                .map(str::to_string)
-                        })
-                        .filter(|k| alive(&guardian_socket(&state.runtime_dir, k)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            keys.sort();
-            Response::Sessions { keys }
-        }
+        Err(message) => Response::Error { message },
     }
 }

@@ -25,6 +25,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
         dialect,
         session_dir,
         env,
+        labels,
         ..
     } = req
     else {
@@ -46,6 +47,10 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
         .arg(dialect)
         .arg("--ready-fd")
         .arg(READY_FD.to_string())
+        .arg("--thread-id")
+        .arg(&labels.thread_id)
+        .arg("--principal")
+        .arg(&labels.principal)
         .env_clear()
         .envs(env.iter().cloned())
         .stdin(Stdio::null())

@@ -20,11 +20,14 @@ const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(15);
 /// Housekeeping cadence (tombstone expiry) when nothing else is pending.
 const HOUSEKEEPING: Duration = Duration::from_secs(30);
+/// How long processes get between SIGTERM and SIGKILL when the session is shut down.
+const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 /// Bytes read from a PTY per read call.
 const READ_CHUNK: usize = 64 * 1024;
 
 enum WaitKind {
     Action { bg: Option<String> },
+    Read { offset: u64 },
     Reset,
 }
 
@@ -50,11 +53,16 @@ pub struct EventLoop {
     on_ready: Option<OnReady>,
     startup: Deadline,
     stop: bool,
+    /// Set by `Shutdown`: processes were sent SIGTERM; SIGKILL when this passes.
+    terminating: Option<Deadline>,
+    /// Our socket file, removed as soon as we start shutting down so nobody finds us.
+    socket: std::path::PathBuf,
 }
 
 impl EventLoop {
     pub fn new(
         listener: UnixListener,
+        socket: &std::path::Path,
         session: Session,
         on_ready: OnReady,
     ) -> std::io::Result<EventLoop> {
@@ -69,6 +77,8 @@ impl EventLoop {
             on_ready: Some(on_ready),
             startup: Deadline::after("shell start", SHELL_START_TIMEOUT),
             stop: false,
+            terminating: None,
+            socket: socket.to_path_buf(),
         })
     }
 
@@ -117,6 +127,11 @@ impl EventLoop {
             }
             self.session.expire_tombstones();
             self.answer_waiters();
+            if let Some(grace) = self.terminating
+                && (self.session.reap_all() || grace.expired())
+            {
+                self.stop = true;
+            }
         }
         self.session.shutdown();
     }
@@ -136,6 +151,9 @@ impl EventLoop {
         }
         if self.on_ready.is_some() {
             consider(&self.startup);
+        }
+        if let Some(g) = &self.terminating {
+            consider(g);
         }
         // Round up so a deadline 0.4 ms away does not spin with a 0 ms timeout.
         next.as_millis().min(i32::MAX as u128) as i32 + i32::from(!next.is_zero())
@@ -261,7 +279,14 @@ impl EventLoop {
             // One request at a time per connection.
             return self.drop_client(id);
         }
-        self.session.touch();
+        // Observations (liveness probes, operator reads) are not session activity: they
+        // must never keep an idle session alive or make an old one look new.
+        if !matches!(
+            req,
+            Request::Snapshot | Request::Read { .. } | Request::Shutdown
+        ) {
+            self.session.touch();
+        }
         self.handle(id, req);
     }
 
@@ -299,6 +324,14 @@ impl EventLoop {
                     Err(e) => self.respond(client, &Response::Error(e)),
                 }
             }
+            Request::Read { offset, wait } => self.waiters.push(Waiter {
+                client,
+                kind: WaitKind::Read { offset },
+                deadline: Deadline::after("read wait", Duration::from_millis(wait.timeout_ms)),
+                settle: None,
+                seen_total: 0,
+                settle_at: None,
+            }),
             Request::Screen { lines, diff } => {
                 let r = self.session.screen(lines, diff);
                 self.respond(client, &r)
@@ -316,7 +349,9 @@ impl EventLoop {
             },
             Request::Shutdown => {
                 self.respond(client, &Response::Done);
-                self.stop = true;
+                let _ = std::fs::remove_file(&self.socket);
+                self.session.terminate_groups();
+                self.terminating = Some(Deadline::after("terminate grace", TERMINATE_GRACE));
             }
         }
     }
@@ -342,6 +377,11 @@ impl EventLoop {
                         done.push(i);
                     }
                 }
+                WaitKind::Read { offset } => {
+                    if self.session.transcript.total() > *offset || w.deadline.expired() {
+                        done.push(i);
+                    }
+                }
                 WaitKind::Action { bg } => {
                     let total = self.session.output_total(bg.as_deref());
                     if let Some(settle) = w.settle
@@ -363,6 +403,14 @@ impl EventLoop {
             let w = self.waiters.remove(i);
             let resp = match w.kind {
                 WaitKind::Action { bg } => self.session.deliver(bg.as_deref()),
+                WaitKind::Read { offset } => {
+                    let (text, next, skipped) = self.session.transcript.read_from(offset);
+                    Response::Output {
+                        text,
+                        next,
+                        skipped,
+                    }
+                }
                 WaitKind::Reset => Response::Error(GuardianError::Io {
                     detail: "the new shell printed no prompt in time".into(),
                 }),

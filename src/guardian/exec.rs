@@ -89,14 +89,13 @@ impl OutputLog {
     }
 
     /// Bytes from `offset` (for independent readers such as `attach`), without touching
-    /// the delivery cursor.
-    pub fn read_from(&self, offset: u64) -> (String, u64) {
+    /// the delivery cursor: (text, next offset, bytes skipped because they left the window).
+    pub fn read_from(&self, offset: u64) -> (String, u64, u64) {
         let start = offset.max(self.window_start()).min(self.total);
         let from = (start - self.window_start()) as usize;
-        (
-            String::from_utf8_lossy(&self.window[from..]).into_owned(),
-            self.total,
-        )
+        let skipped = start.saturating_sub(offset);
+        let text = String::from_utf8_lossy(&self.window[from..]).into_owned();
+        (text, self.total, skipped)
     }
 
     pub fn journal_path(&self) -> Option<String> {
@@ -208,6 +207,8 @@ mod tests {
             "journal has every byte"
         );
         assert_eq!(log.read_from(0).1, end);
+        assert!(log.read_from(0).2 > 0, "skipped bytes are counted");
+        assert!(log.read_from(0).2 > 0, "skipped bytes are counted");
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub fn spawn_embedded(spec: ShellSpec, socket: &Path) -> Result<(), String> {
     let (tx, rx) = bounded::<Result<(), String>>(1);
     let lp = EventLoop::new(
         listener,
+        socket,
         session,
         Box::new(move |r| {
             let _ = tx.send(r);
@@ -80,7 +81,7 @@ pub fn run_process(
             return Err(e);
         }
     };
-    let lp = EventLoop::new(listener, session, ready).map_err(|e| e.to_string())?;
+    let lp = EventLoop::new(listener, socket, session, ready).map_err(|e| e.to_string())?;
     lp.run();
     let _ = fs::remove_file(socket);
     Ok(())

@@ -4,7 +4,7 @@
 //! Invariant: a command's state (running, exit code, cwd) changes only on a prompt marker
 //! or a reaped process, never because of text the command printed.
 
-use super::exec::Execution;
+use super::exec::{Execution, OutputLog};
 use super::shell::{self, Shell, ShellSpec};
 use crate::deadline::unix_ms;
 use crate::shell::marker::{Piece, new_nonce};
@@ -61,6 +61,8 @@ pub struct Session {
     pub clocks: Clocks,
     tag: String,
     finished_journals: std::collections::VecDeque<String>,
+    /// Everything the foreground shell printed, for `attach` (memory window only).
+    pub transcript: OutputLog,
 }
 
 /// What reading a PTY produced, for the event loop's waiters.
@@ -94,6 +96,7 @@ impl Session {
             },
             tag: format!("{:x}", now),
             finished_journals: std::collections::VecDeque::new(),
+            transcript: OutputLog::new(None),
         })
     }
 
@@ -116,6 +119,7 @@ impl Session {
             match piece {
                 Piece::Output(b) => {
                     self.vt.process(&b);
+                    self.transcript.append(&b);
                     if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
                         e.log.append(&b);
                     }
@@ -400,6 +404,8 @@ impl Session {
 
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
+            labels: self.spec.labels.clone(),
+            guardian_pid: std::process::id(),
             shell_pid: self.shell.pid,
             shell_alive: self.shell.alive,
             cwd: self.cwd.clone(),
@@ -446,7 +452,41 @@ impl Session {
         }
     }
 
-    /// End everything: the shell and every background command.
+    /// Process groups still alive: the shell's and every running background command's.
+    pub fn live_groups(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self
+            .bg
+            .values()
+            .filter(|b| !b.exec.finished())
+            .map(|b| b.pid)
+            .collect();
+        if self.shell.alive {
+            v.push(self.shell.pid);
+        }
+        v
+    }
+
+    /// End everything: SIGHUP+SIGTERM to every group (the caller waits a grace period),
+    /// then `kill_remaining` SIGKILLs and reaps what is left.
+    pub fn terminate_groups(&self) {
+        for pid in self.live_groups() {
+            pty::signal_group(pid, nix::libc::SIGHUP);
+            pty::signal_group(pid, nix::libc::SIGTERM);
+        }
+    }
+
+    /// Reap groups that exited; `true` when none is left.
+    pub fn reap_all(&mut self) -> bool {
+        self.reap_background();
+        if self.shell.alive
+            && let Some(code) = pty::try_reap(self.shell.pid)
+        {
+            self.shell.alive = false;
+            self.shell.exit_code = Some(code);
+        }
+        self.live_groups().is_empty()
+    }
+
     pub fn shutdown(&mut self) {
         self.kill_shell();
         for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {

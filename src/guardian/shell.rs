@@ -28,6 +28,8 @@ pub struct ShellSpec {
     pub workspace: String,
     /// Private per-session directory (0700): rc files, journals.
     pub session_dir: PathBuf,
+    /// Thread id and principal, reported to operators.
+    pub labels: crate::wire::guardian::Labels,
 }
 
 /// Environment variables never passed to the shell: server secrets and settings.

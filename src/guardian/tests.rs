@@ -32,6 +32,7 @@ fn start() -> Fixture {
         ],
         workspace: ws.clone(),
         session_dir: tmp.path().join("session"),
+        labels: Default::default(),
     };
     let socket = tmp.path().join("g.sock");
     spawn_embedded(spec, &socket).unwrap();

@@ -6,7 +6,7 @@ pub mod client;
 pub mod daemon;
 
 use crate::guardian::{self, Dialect, ShellSpec};
-use crate::wire::guardian::{Request, Response, Snapshot};
+use crate::wire::guardian::{Labels, Request, Response, Snapshot};
 pub use client::{ClientError, GuardianClient};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -122,7 +122,7 @@ impl Runtime {
     }
 
     /// Attach to the live guardian of `key`, or start one in `workspace`.
-    pub fn ensure(&self, key: &str, workspace: &Path) -> Result<Ensured, String> {
+    pub fn ensure(&self, key: &str, workspace: &Path, labels: Labels) -> Result<Ensured, String> {
         // One start at a time per process: concurrent first calls converge on one shell.
         static STARTING: Mutex<()> = Mutex::new(());
         let _guard = STARTING.lock();
@@ -139,6 +139,7 @@ impl Runtime {
             env: self.cfg.base_env.clone(),
             workspace: workspace.to_string_lossy().into_owned(),
             session_dir: self.session_dir(key),
+            labels,
         };
         let socket = match self.cfg.kind {
             RuntimeKind::Embedded => {
@@ -185,6 +186,7 @@ impl Runtime {
             },
             session_dir: spec.session_dir.to_string_lossy().into_owned(),
             env: self.cfg.base_env.clone(),
+            labels: spec.labels.clone(),
         };
         match daemon::request(&self.cfg.daemon_socket, &self.cfg.base_env, &req)? {
             R::Ensured { socket, .. } => Ok(PathBuf::from(socket)),

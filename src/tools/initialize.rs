@@ -8,7 +8,7 @@ use super::error::SessionPair;
 use super::error::ToolError;
 use crate::runtime::session_key;
 use crate::session::{Attached, Binding, Mode, ids, overview};
-use crate::wire::guardian::Snapshot;
+use crate::wire::guardian::{Labels, Snapshot};
 use serde_json::{Map, Value, json};
 
 const FIELDS: &[&str] = &[
@@ -236,9 +236,14 @@ fn ensure_shell(ctx: &ToolContext, b: &Binding, reset: bool) -> Result<ShellInfo
             workspace_root: b.workspace_str(),
         },
     };
+    let labels = Labels {
+        thread_id: b.thread_id.clone(),
+        principal: ctx.principal.to_string(),
+        workspace: b.workspace_str(),
+    };
     let e = ctx
         .runtime
-        .ensure(&key, &b.workspace_root)
+        .ensure(&key, &b.workspace_root, labels)
         .map_err(unavailable)?;
     if reset && !e.created {
         let snapshot = ctx.runtime.reset(&e.client).map_err(unavailable)?;

@@ -34,6 +34,9 @@ pub enum Request {
         bg_id: Option<String>,
         wait: Wait,
     },
+    /// The session transcript from `offset` (an independent cursor, for `attach`); waits
+    /// up to `wait` for bytes past `offset`.
+    Read { offset: u64, wait: Wait },
     /// The rendered terminal frame of the foreground shell.
     Screen { lines: Option<usize>, diff: bool },
     /// Replace the shell (killing what runs in it); answered once the new one is ready.
@@ -82,6 +85,9 @@ pub struct ActionResult {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Snapshot {
+    /// Who the session belongs to, as given at start (for operators).
+    pub labels: Labels,
+    pub guardian_pid: u32,
     pub shell_pid: i32,
     pub shell_alive: bool,
     pub cwd: String,
@@ -94,12 +100,31 @@ pub struct Snapshot {
     pub build: String,
 }
 
+/// Identity of a session, fixed at guardian start.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Labels {
+    pub thread_id: String,
+    pub principal: String,
+    pub workspace: String,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Response {
+    /// Transcript bytes from `offset` to `next` (bytes that left the memory window are
+    /// counted in `skipped`).
+    Output {
+        text: String,
+        next: u64,
+        skipped: u64,
+    },
     Snapshot(Snapshot),
     Action(ActionResult),
-    Screen { text: String, rows: u16, cols: u16 },
+    Screen {
+        text: String,
+        rows: u16,
+        cols: u16,
+    },
     Done,
     Error(GuardianError),
 }

@@ -18,6 +18,8 @@ pub fn bin() -> &'static str {
 }
 
 pub struct Agent {
+    /// Environment given to the adapter (and so to the winxd it starts), for operator runs.
+    pub env: Vec<(String, String)>,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -69,8 +71,25 @@ impl Agent {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr);
+        let mut env = vec![
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_default(),
+            ),
+            ("HOME".to_string(), home.to_string_lossy().into_owned()),
+            (
+                "WINX_STATE_DIR".to_string(),
+                state.to_string_lossy().into_owned(),
+            ),
+            (
+                "XDG_RUNTIME_DIR".to_string(),
+                run.to_string_lossy().into_owned(),
+            ),
+        ];
         for (k, v) in opts.env {
             cmd.env(k, v);
+            env.retain(|(n, _)| n != k);
+            env.push((k.to_string(), v.to_string()));
         }
         let mut child = cmd.spawn().expect("spawn winx-code-agent");
         let stdout = child.stdout.take().unwrap();
@@ -85,6 +104,7 @@ impl Agent {
         });
         let stdin = child.stdin.take();
         Agent {
+            env,
             child,
             stdin,
             lines,
@@ -219,6 +239,28 @@ impl Agent {
                 Err(RecvTimeoutError::Timeout) => panic!("process did not exit in time"),
             }
         }
+    }
+
+    /// Run an operator command (`list`, `kill`, …) with this agent's environment.
+    pub fn op(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bin())
+            .args(args)
+            .env_clear()
+            .envs(self.env.iter().cloned())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run operator command")
+    }
+
+    /// An operator command that must succeed, its stdout parsed as JSON.
+    pub fn op_json(&self, args: &[&str]) -> Value {
+        let out = self.op(args);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e})"))
     }
 
     pub fn stderr_log(&self) -> String {

@@ -1,0 +1,76 @@
+//! `doctor`: a redacted JSON report of the runtime. It names files and settings, never the
+//! value of a token, and never the path of a token file.
+
+use super::{OpError, ask, sessions};
+use crate::build_info;
+use crate::config::Config;
+use crate::runtime::RuntimeKind;
+use crate::wire::daemon::{PROTOCOL, Request, Response};
+use crate::wire::{Hello, read_frame, write_frame};
+use serde_json::{Value, json};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a socket candidate may take to say hello.
+const PROBE: Duration = Duration::from_secs(2);
+
+/// The build of whatever winxd answers on `socket`, if one does.
+fn probe(socket: &Path) -> Option<String> {
+    let mut s = UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(PROBE)).ok()?;
+    write_frame(&mut s, &Hello::new(PROTOCOL, "operator")).ok()?;
+    let h: Hello = read_frame(&mut s).ok()?;
+    Some(h.build)
+}
+
+pub fn run(config: &Config) -> Result<Value, OpError> {
+    let d = &config.diagnostics;
+    let candidates: Vec<Value> = d
+        .socket_candidates
+        .iter()
+        .map(|p| {
+            let build = probe(p);
+            json!({"path": p, "exists": p.exists(), "answering_build": build})
+        })
+        .collect();
+    let answering = candidates
+        .iter()
+        .filter(|c| !c["answering_build"].is_null())
+        .count();
+    let ours = build_info::identity();
+    let (daemon, lifecycle) = match ask(config, &Request::Status)? {
+        Response::Status {
+            build,
+            pid,
+            lifecycle,
+            socket,
+        } => (
+            json!({"build": build, "pid": pid, "socket": socket, "mixed_build": build != ours}),
+            json!(lifecycle),
+        ),
+        other => return Err(OpError(format!("unexpected winxd answer {other:?}"))),
+    };
+    let live = sessions(config)?;
+    let mut builds: Vec<&str> = live.iter().map(|s| s.snapshot.build.as_str()).collect();
+    builds.sort_unstable();
+    builds.dedup();
+    Ok(json!({
+        "build": {"identity": ours, "version": build_info::VERSION, "git_rev": build_info::GIT_REV,
+                  "git_dirty": build_info::GIT_DIRTY},
+        "runtime": match config.runtime.kind { RuntimeKind::Daemon => "daemon", RuntimeKind::Embedded => "embedded" },
+        "control_socket": config.runtime.daemon_socket,
+        "socket_candidates": candidates,
+        "split_control_sockets": answering > 1,
+        "daemon": daemon,
+        "lifecycle": lifecycle,
+        "guardians": {"count": live.len(), "builds": builds,
+                      "mixed_builds": builds.len() > 1 || builds.iter().any(|b| *b != ours)},
+        "shell": config.runtime.shell.0,
+        "file_tools_containment": d.file_containment,
+        "redaction": config.redact,
+        "usage_log_configured": d.usage_log_configured,
+        "http_credentials_configured": d.http_credentials_configured,
+        "state_dir": config.state_dir,
+    }))
+}
