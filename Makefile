@@ -35,6 +35,7 @@ test: lint venv
 
 bench:
 	$(CARGO) bench --bench stdio
+	$(CARGO) bench --bench shell
 
 clean:
 	$(CARGO) clean
