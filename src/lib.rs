@@ -8,6 +8,8 @@ pub mod build_info;
 pub mod config;
 pub mod daemon;
 pub mod deadline;
+pub mod edit;
+pub mod files;
 pub mod guardian;
 pub mod jsonrpc;
 pub mod mcp;

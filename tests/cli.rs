@@ -52,7 +52,13 @@ fn hidden_tools_are_neither_listed_nor_executed() {
         ..Default::default()
     });
     let r = a.request("tools/list", json!({}));
-    assert_eq!(r["result"]["tools"], json!([]));
+    let names: Vec<&str> = r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["ReadFiles"]);
     let ws = a.ws();
     let r = a.call(
         "Initialize",
@@ -68,9 +74,31 @@ fn hidden_tools_are_neither_listed_nor_executed() {
 #[test]
 fn profiles_filter_the_catalog() {
     for (profile, expected) in [
-        ("full", &["Initialize", "BashCommand"][..]),
-        ("coding", &["Initialize", "BashCommand"]),
-        ("read-only", &["Initialize"]),
+        (
+            "full",
+            &[
+                "Initialize",
+                "BashCommand",
+                "ReadFiles",
+                "FileWriteOrEdit",
+                "MultiFileEdit",
+                "ApplyPatch",
+                "EditFiles",
+            ][..],
+        ),
+        (
+            "coding",
+            &[
+                "Initialize",
+                "BashCommand",
+                "ReadFiles",
+                "FileWriteOrEdit",
+                "MultiFileEdit",
+                "ApplyPatch",
+                "EditFiles",
+            ],
+        ),
+        ("read-only", &["Initialize", "ReadFiles"]),
         ("terminal", &["Initialize", "BashCommand"]),
     ] {
         let mut a = Agent::spawn_with(Opts {

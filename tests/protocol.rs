@@ -154,10 +154,10 @@ fn unknown_tools_and_bad_arguments_are_tool_errors() {
     let r = a.call("NoSuchTool", json!({}));
     assert_eq!(r["isError"], true);
     assert_eq!(r["structuredContent"]["errorCode"], "unknown_tool");
-    assert_eq!(
-        r["structuredContent"]["data"]["available_tools"],
-        json!(["Initialize", "BashCommand"])
-    );
+    let available = r["structuredContent"]["data"]["available_tools"]
+        .as_array()
+        .unwrap();
+    assert!(available.contains(&json!("Initialize")) && available.contains(&json!("BashCommand")));
     let r = a.call("Initialize", json!({"type": "first_call", "bogus": 1}));
     assert_eq!(r["structuredContent"]["errorCode"], "invalid_tool_input");
     assert!(

@@ -39,8 +39,16 @@ fn a_thousand_commands_leak_nothing() {
     }
     // A client connection being torn down can be counted on either side of a sample;
     // a leak would show as hundreds of fds after 1,000 commands.
-    assert!(fds(guardian) <= fd_g + 1, "guardian fds grew: {fd_g} -> {}", fds(guardian));
-    assert!(fds(adapter) <= fd_a + 1, "adapter fds grew: {fd_a} -> {}", fds(adapter));
+    assert!(
+        fds(guardian) <= fd_g + 1,
+        "guardian fds grew: {fd_g} -> {}",
+        fds(guardian)
+    );
+    assert!(
+        fds(adapter) <= fd_a + 1,
+        "adapter fds grew: {fd_a} -> {}",
+        fds(adapter)
+    );
     // Each command keeps a small record (journal handle closed, window freed when the
     // next command starts); allow allocator noise, not linear growth.
     assert!(

@@ -46,6 +46,10 @@ pub struct Config {
     pub redact: bool,
     /// Facts `doctor` reports; never secret values.
     pub diagnostics: Diagnostics,
+    /// Extra roots file tools may reach (`WINX_ALLOW_PATHS`; `/` = unconfined).
+    pub allow_paths: crate::files::policy::AllowPaths,
+    /// Threads for batched reads (`WINX_READ_PARALLELISM`, 1..=32, default 4).
+    pub read_parallelism: usize,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -127,6 +131,20 @@ impl Config {
             runtime,
             redact: env(env::NO_REDACT).is_none_or(|v| v != "1"),
             diagnostics: diagnostics(env),
+            allow_paths: crate::files::policy::AllowPaths::parse(
+                &env("WINX_ALLOW_PATHS").unwrap_or_default(),
+            ),
+            read_parallelism: match env("WINX_READ_PARALLELISM") {
+                None => crate::files::read::DEFAULT_READ_PARALLELISM,
+                Some(v) => match v.parse::<usize>() {
+                    Ok(n) if (1..=crate::files::read::MAX_READ_PARALLELISM).contains(&n) => n,
+                    _ => {
+                        return Err(ConfigError(format!(
+                            "WINX_READ_PARALLELISM must be 1..=32, got {v:?}"
+                        )));
+                    }
+                },
+            },
             policy,
             state_dir,
             log_level,

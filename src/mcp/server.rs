@@ -31,6 +31,9 @@ pub struct CallContext<'a> {
 
 pub struct Server {
     sessions: SessionService,
+    coverage: crate::files::coverage::Coverage,
+    allow_paths: crate::files::policy::AllowPaths,
+    read_parallelism: usize,
     runtime: Runtime,
     redact: bool,
     instructions: String,
@@ -46,6 +49,9 @@ impl Server {
         }
         Server {
             sessions: SessionService::new(config.state_dir.clone()),
+            coverage: Default::default(),
+            allow_paths: config.allow_paths.clone(),
+            read_parallelism: config.read_parallelism,
             runtime: Runtime::new(config.runtime.clone()),
             redact: config.redact,
             instructions,
@@ -158,6 +164,9 @@ impl Server {
             runtime: &self.runtime,
             principal: ctx.principal,
             redact: self.redact,
+            coverage: &self.coverage,
+            allow_paths: &self.allow_paths,
+            read_parallelism: self.read_parallelism,
             policy: ctx.policy,
             extra_instructions: self.extra_instructions.as_deref(),
         };

@@ -147,7 +147,7 @@ fn skip_range(bytes: &[u8], at: usize, range: std::ops::RangeInclusive<u8>) -> u
         .get(at..)
         .unwrap_or_default()
         .iter()
-        .take_while(|b| range.contains(b));
+        .take_while(|&&b| range.contains(&b));
     at + run.count()
 }
 

@@ -15,7 +15,7 @@ fn bad(detail: String) -> ToolError {
 
 /// A view of one call's arguments.
 pub struct Args<'a> {
-    map: &'a Map<String, Value>,
+    pub map: &'a Map<String, Value>,
 }
 
 impl<'a> Args<'a> {

@@ -38,6 +38,11 @@ pub fn definition(name: ToolName) -> Value {
     match name {
         ToolName::Initialize => initialize(),
         ToolName::BashCommand => bash_command(),
+        ToolName::ReadFiles => read_files(),
+        ToolName::FileWriteOrEdit => file_write_or_edit(),
+        ToolName::MultiFileEdit => multi_file_edit(),
+        ToolName::ApplyPatch => apply_patch(),
+        ToolName::EditFiles => edit_files(),
         // Unimplemented tools are filtered out by `ToolPolicy::served`.
         other => json!({"name": other.as_str()}),
     }
@@ -102,6 +107,126 @@ fn bash_command() -> Value {
             idempotent: false,
             open_world: true,
         },
+    )
+}
+
+fn read_files() -> Value {
+    let props = json!({
+        "file_paths": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+            "description": "Absolute or workspace-relative paths; optional :A-B, :A-, :-B or :A line ranges"},
+    });
+    tool(
+        ToolName::ReadFiles,
+        "Read files with line numbers. Returns each file's sha256 revision and the ranges shown; a read is the permit to edit those lines. Batch related files in one call.",
+        bound(
+            props.as_object().cloned().unwrap_or_default(),
+            &["file_paths"],
+        ),
+        Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+    )
+}
+
+/// Optional post-edit check shared by the edit tools.
+fn verify_props(props: &mut serde_json::Map<String, Value>) {
+    props.insert(
+        "verify_command".into(),
+        json!({"type": "string", "description": "Command run after a successful commit"}),
+    );
+    props.insert(
+        "verify_wait_for_seconds".into(),
+        json!({"type": "number", "minimum": 0, "maximum": 60}),
+    );
+}
+
+fn file_write_or_edit() -> Value {
+    let mut props = json!({
+        "file_path": {"type": "string"},
+        "percentage_to_change": {"type": "number", "minimum": 0, "maximum": 100},
+        "text_or_search_replace_blocks": {"type": "string",
+            "description": "Whole new content, or blocks: <<<<<<< SEARCH / old lines / ======= / new lines / >>>>>>> REPLACE"},
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    verify_props(&mut props);
+    tool(
+        ToolName::FileWriteOrEdit,
+        "Create or edit one file. Use SEARCH/REPLACE blocks for edits (read the lines first); whole content for new files or rewrites. Atomic; never half-written.",
+        bound(props, &["file_path", "text_or_search_replace_blocks"]),
+        Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: false,
+        },
+    )
+}
+
+fn edit_tool(
+    name: ToolName,
+    description: &str,
+    mut props: serde_json::Map<String, Value>,
+    required: &[&str],
+) -> Value {
+    verify_props(&mut props);
+    tool(
+        name,
+        description,
+        bound(props, required),
+        Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: false,
+        },
+    )
+}
+
+fn patches_schema() -> Value {
+    json!({"type": "array", "items": {"type": "object", "properties": {
+        "start_line": {"type": "integer", "minimum": 1}, "delete_lines": {"type": "integer", "minimum": 0},
+        "replacement": {"type": "string"}}, "required": ["start_line", "delete_lines"]}})
+}
+
+fn multi_file_edit() -> Value {
+    let props = json!({"edits": {"type": "array", "items": {"type": "object", "properties": {
+        "file_path": {"type": "string"}, "text_or_search_replace_blocks": {"type": "string"}},
+        "required": ["file_path", "text_or_search_replace_blocks"]}}});
+    edit_tool(
+        ToolName::MultiFileEdit,
+        "Edit several files all-or-nothing: every file is planned first; if any fails (unread lines, SEARCH conflict) nothing is written.",
+        props.as_object().cloned().unwrap_or_default(),
+        &["edits"],
+    )
+}
+
+fn apply_patch() -> Value {
+    let props = json!({"file_path": {"type": "string"}, "expected_revision": {"type": "string", "description": "sha256 revision from ReadFiles"},
+        "patches": patches_schema()});
+    edit_tool(
+        ToolName::ApplyPatch,
+        "Replace line ranges of one file against the revision you read (compare-and-swap). Patches are ordered and non-overlapping.",
+        props.as_object().cloned().unwrap_or_default(),
+        &["file_path", "expected_revision", "patches"],
+    )
+}
+
+fn edit_files() -> Value {
+    let props = json!({"files": {"type": "array", "items": {"type": "object", "properties": {
+            "file_path": {"type": "string"}, "mode": {"enum": ["replace", "search_replace", "line_patch"]},
+            "content": {"type": "string"}, "search_replace": {"type": "string"}, "patches": patches_schema(),
+            "expected_revision": {"type": "string"}}, "required": ["file_path"]}},
+        "operation": {"enum": ["apply"]}});
+    edit_tool(
+        ToolName::EditFiles,
+        "Unified edit entry point: per file replace, search_replace blocks or line_patch (with expected_revision); all-or-nothing.",
+        props.as_object().cloned().unwrap_or_default(),
+        &["files"],
     )
 }
 

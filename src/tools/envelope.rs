@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 pub enum Status {
     Completed,
     CompletedWithIssues,
+    /// Some items of a batch failed; the successful ones are in the same result.
+    PartiallyFailed,
     Running,
     NeedsInitialize,
     NeedsRead,

@@ -8,6 +8,7 @@ pub mod bash;
 pub mod catalog;
 pub mod envelope;
 pub mod error;
+pub mod files;
 pub mod initialize;
 pub mod name;
 
@@ -29,6 +30,10 @@ pub struct ToolContext<'a> {
     pub principal: &'a str,
     /// Redact secrets in command output.
     pub redact: bool,
+    /// Read permits of every session in this process.
+    pub coverage: &'a crate::files::coverage::Coverage,
+    pub allow_paths: &'a crate::files::policy::AllowPaths,
+    pub read_parallelism: usize,
     pub policy: &'a ToolPolicy,
     /// `WINX_SERVER_INSTRUCTIONS`, repeated in full Initialize answers.
     pub extra_instructions: Option<&'a str>,
@@ -62,6 +67,11 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
     let result = match tool {
         ToolName::Initialize => initialize::call(ctx, args),
         ToolName::BashCommand => bash::call(ctx, args),
+        ToolName::ReadFiles => files::read_files::call(ctx, args),
+        ToolName::FileWriteOrEdit => files::write::call(ctx, args),
+        ToolName::MultiFileEdit => files::multi::multi_file_edit(ctx, args),
+        ToolName::ApplyPatch => files::multi::apply_patch(ctx, args),
+        ToolName::EditFiles => files::multi::edit_files(ctx, args),
         // `implemented()` is false for every other tool, so they never reach here.
         other => Err(ToolError::UnknownTool {
             name: other.as_str().into(),
@@ -127,7 +137,9 @@ mod fuzz {
             let sessions = SessionService::new(tmp.path().join("state"));
             let runtime = crate::runtime::tests::embedded(tmp.path());
             let policy = ToolPolicy::profile(Profile::Full);
-            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", policy: &policy, extra_instructions: None, redact: true };
+            let coverage = crate::files::coverage::Coverage::default();
+            let allow = crate::files::policy::AllowPaths::default();
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", policy: &policy, extra_instructions: None, redact: true, coverage: &coverage, allow_paths: &allow, read_parallelism: 2 };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

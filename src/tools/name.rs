@@ -67,7 +67,16 @@ impl ToolName {
     /// Tools whose implementation has landed. A tool is advertised and dispatched only
     /// when this is true: the catalog never carries placeholders.
     pub fn implemented(self) -> bool {
-        matches!(self, ToolName::Initialize | ToolName::BashCommand)
+        matches!(
+            self,
+            ToolName::Initialize
+                | ToolName::BashCommand
+                | ToolName::ReadFiles
+                | ToolName::FileWriteOrEdit
+                | ToolName::MultiFileEdit
+                | ToolName::ApplyPatch
+                | ToolName::EditFiles
+        )
     }
 }
 

@@ -150,15 +150,12 @@ impl Writer<'_> {
             .map(|r| &r.target)
             .filter(|_| !is_all(globs))
         {
-            let target = resolve(self.workspace, &t.text);
-            let inside =
-                |g: &String| glob_match(resolve(self.workspace, g).as_bytes(), target.as_bytes());
             let why = match () {
                 _ if t.dynamic => "is only known at run time",
                 _ if self.changes_dir && !t.text.starts_with('/') => {
                     "is relative, after a directory change"
                 }
-                _ if !globs.iter().any(inside) => "is outside allowed_globs",
+                _ if !path_in_globs(self.workspace, globs, &t.text) => "is outside allowed_globs",
                 _ => continue,
             };
             let reason = format!(
@@ -271,6 +268,19 @@ fn git_args(args: &[&str]) -> Result<(), String> {
         )),
         None => Ok(()),
     }
+}
+
+/// Whether `path` (absolute, or relative to `workspace`) matches one of `globs` (each
+/// absolute or relative to `workspace`); `["all"]` matches everything. Shared by the shell
+/// policy and the file tools so both enforce `allowed_globs` identically.
+pub fn path_in_globs(workspace: &Path, globs: &[String], path: &str) -> bool {
+    if is_all(globs) {
+        return true;
+    }
+    let target = resolve(workspace, path);
+    globs
+        .iter()
+        .any(|g| glob_match(resolve(workspace, g).as_bytes(), target.as_bytes()))
 }
 
 /// `p` as an absolute path (a relative one taken from `workspace`) with `.` and `..` resolved

@@ -4,7 +4,7 @@
 //! output text is presentation and can never make a command look finished.
 
 pub mod action;
-mod render;
+pub(crate) mod render;
 
 use super::ToolContext;
 use super::args::Args;
@@ -126,7 +126,11 @@ fn guardian_error(e: GuardianError, pair: SessionPair) -> ToolError {
 
 /// Apply the session mode to what would reach the shell as a command: a command action, or
 /// text submitted at an idle prompt.
-fn enforce_mode(binding: &Binding, act: &Action, running: bool) -> Result<(), ToolError> {
+pub(crate) fn enforce_mode(
+    binding: &Binding,
+    act: &Action,
+    running: bool,
+) -> Result<(), ToolError> {
     let src = match act {
         Action::Command { command, .. } => command.as_str(),
         Action::Input {

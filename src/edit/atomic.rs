@@ -1,0 +1,80 @@
+//! Committing planned file contents atomically: a temp file in the same directory, fsync,
+//! permissions copied, rename over the target, directory fsync. A crash leaves the old or
+//! the new file, never a half-written one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Mode of files the edit engine creates.
+pub const NEW_FILE_MODE: u32 = 0o644;
+
+fn temp_path(target: &Path) -> PathBuf {
+    let mut rnd = [0u8; 8];
+    let _ = getrandom::fill(&mut rnd);
+    let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(format!(".{name}.winx-{tag}.tmp"))
+}
+
+/// Replace `target` with `bytes` atomically, keeping its permissions (or `NEW_FILE_MODE`).
+pub fn write(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mode = fs::metadata(target)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(NEW_FILE_MODE);
+    if let Some(dir) = target.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let tmp = temp_path(target);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.sync_all()?;
+        fs::rename(&tmp, target)?;
+        if let Some(dir) = target.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_and_keeps_permissions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("script.sh");
+        fs::write(&p, "old").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        write(&p, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        let n = tmp.path().join("sub/new.txt");
+        write(&n, b"x").unwrap();
+        assert_eq!(
+            fs::metadata(&n).unwrap().permissions().mode() & 0o777,
+            NEW_FILE_MODE
+        );
+        // No temp files are left behind.
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 2);
+    }
+}

@@ -1,0 +1,319 @@
+//! The one edit engine behind every edit tool: plan every file in memory, check the read
+//! permits and revisions, then commit each file atomically.
+//!
+//! Invariant: if any file fails to plan, nothing is written. A failure after some renames
+//! is reported as a partial commit naming what was committed and what was left untouched.
+
+use super::atomic;
+use super::line_patch::{self, Patch};
+use super::search_replace::{self, FormatError, MatchError};
+use crate::files::coverage::Coverage;
+use crate::files::policy::{self, AllowPaths};
+use crate::session::Mode;
+use std::path::{Path, PathBuf};
+
+/// Largest file the engine edits in memory.
+pub const MAX_EDIT_FILE_BYTES: u64 = 32 * 1024 * 1024;
+/// Lines of unified diff included in an answer; the rest is summarised.
+const MAX_DIFF_LINES: usize = 60;
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Write the whole file (or create it).
+    Replace { content: String },
+    /// Apply SEARCH/REPLACE blocks.
+    SearchReplace { text: String },
+    /// Apply line patches against `expected_revision` (a compare-and-swap token).
+    LinePatch {
+        patches: Vec<Patch>,
+        expected_revision: String,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct FileEdit {
+    pub path: PathBuf,
+    pub op: Op,
+}
+
+/// Why a file could not be planned. Nothing has been written when one is returned.
+#[derive(Debug)]
+pub enum PlanError {
+    NeedsRead {
+        path: PathBuf,
+        ranges: Vec<(usize, usize)>,
+        reason: String,
+    },
+    Format {
+        path: PathBuf,
+        error: FormatError,
+    },
+    Match {
+        path: PathBuf,
+        error: MatchError,
+    },
+    Patch {
+        path: PathBuf,
+        detail: String,
+    },
+    Denied {
+        path: PathBuf,
+        reason: String,
+    },
+    NotText {
+        path: PathBuf,
+        detail: String,
+    },
+    Io {
+        path: PathBuf,
+        detail: String,
+    },
+}
+
+/// A file ready to commit.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub path: PathBuf,
+    pub existed: bool,
+    pub old: Vec<u8>,
+    pub new: String,
+    pub new_revision: String,
+    /// Lines of the new content the agent's own edit produced (its coverage afterwards).
+    pub touched: Vec<(usize, usize)>,
+    pub diff: String,
+}
+
+/// Some files were committed before one failed.
+#[derive(Debug)]
+pub struct PartialCommit {
+    pub committed: Vec<PathBuf>,
+    pub failed: PathBuf,
+    pub untouched: Vec<PathBuf>,
+    pub detail: String,
+}
+
+/// What the engine needs to know about the caller.
+pub struct EditContext<'a> {
+    pub session: &'a str,
+    pub coverage: &'a Coverage,
+    pub workspace: &'a Path,
+    pub allow: &'a AllowPaths,
+    pub mode: &'a Mode,
+}
+
+pub use crate::files::read::revision_of as revision;
+
+fn line_count(s: &str) -> usize {
+    s.lines().count()
+}
+
+/// Plan every edit; the first failure aborts the whole call.
+pub fn plan(ctx: &EditContext, edits: &[FileEdit]) -> Result<Vec<Planned>, PlanError> {
+    edits.iter().map(|e| plan_one(ctx, e)).collect()
+}
+
+fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
+    let path = policy::canonical(&edit.path).map_err(|reason| PlanError::Denied {
+        path: edit.path.clone(),
+        reason,
+    })?;
+    policy::may_write(ctx.workspace, ctx.allow, ctx.mode, &path).map_err(|reason| {
+        PlanError::Denied {
+            path: path.clone(),
+            reason,
+        }
+    })?;
+    let io = |detail: String| PlanError::Io {
+        path: path.clone(),
+        detail,
+    };
+    let (existed, old) = match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => return Err(io("is a directory".into())),
+        Ok(m) if m.len() > MAX_EDIT_FILE_BYTES => {
+            return Err(io(format!(
+                "{} bytes is over the {MAX_EDIT_FILE_BYTES}-byte edit limit",
+                m.len()
+            )));
+        }
+        Ok(_) => (true, std::fs::read(&path).map_err(|e| io(e.to_string()))?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (false, Vec::new()),
+        Err(e) => return Err(io(e.to_string())),
+    };
+    let old_text = String::from_utf8(old.clone()).map_err(|e| PlanError::NotText {
+        path: path.clone(),
+        detail: format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    let old_revision = revision(&old);
+    let permit = |wanted: (usize, usize), why: &str| -> Result<(), PlanError> {
+        if !existed || old.is_empty() {
+            return Ok(());
+        }
+        let gaps = ctx
+            .coverage
+            .unread(ctx.session, &path, &old_revision, wanted);
+        if gaps.is_empty() {
+            Ok(())
+        } else {
+            Err(PlanError::NeedsRead {
+                path: path.clone(),
+                ranges: gaps,
+                reason: why.to_string(),
+            })
+        }
+    };
+    let (new, touched) = match &edit.op {
+        Op::Replace { content } => {
+            permit(
+                (1, line_count(&old_text).max(1)),
+                "replacing a whole file requires reading all of it first",
+            )?;
+            (content.clone(), vec![(1, line_count(content).max(1))])
+        }
+        Op::SearchReplace { text } => {
+            let blocks = search_replace::parse_blocks(text).map_err(|error| PlanError::Format {
+                path: path.clone(),
+                error,
+            })?;
+            if !existed {
+                return Err(io(
+                    "file does not exist; create it with a whole-file write".into()
+                ));
+            }
+            // Apply one block at a time so each block's original lines are known: a block's
+            // position in the evolving content, shifted back by the line deltas of earlier
+            // blocks above it, is where it sits in the revision that was read.
+            let mut content = old_text.clone();
+            let mut touched = Vec::new();
+            let mut shifts: Vec<(usize, isize)> = Vec::new();
+            for (i, b) in blocks.iter().enumerate() {
+                let applied = search_replace::apply_blocks(&content, std::slice::from_ref(b))
+                    .map_err(|error| PlanError::Match {
+                        path: path.clone(),
+                        error: renumber(error, i),
+                    })?;
+                let Some(m) = applied.matched.first() else {
+                    continue;
+                };
+                let delta: isize = shifts
+                    .iter()
+                    .filter(|(at, _)| *at <= m.start_line)
+                    .map(|(_, d)| *d)
+                    .sum();
+                let start = (m.start_line as isize - delta).max(1) as usize;
+                let end = (m.end_line as isize - delta).max(start as isize) as usize;
+                permit(
+                    (start, end),
+                    "edit only lines you have read at the current revision",
+                )?;
+                let d = line_count(&applied.content) as isize - line_count(&content) as isize;
+                let new_end = (m.end_line as isize + d).max(m.start_line as isize) as usize;
+                shifts.push((m.start_line, d));
+                touched.push((m.start_line, new_end));
+                content = applied.content;
+            }
+            (content, touched)
+        }
+        Op::LinePatch {
+            patches,
+            expected_revision,
+        } => {
+            if *expected_revision != old_revision {
+                return Err(PlanError::NeedsRead {
+                    path: path.clone(),
+                    ranges: patches.iter().map(Patch::span).collect(),
+                    reason: format!(
+                        "the file changed since {expected_revision}; it is now {old_revision}"
+                    ),
+                });
+            }
+            for p in patches {
+                permit(p.span(), "patch only lines you have read at this revision")?;
+            }
+            let new = line_patch::apply(&old_text, patches).map_err(|detail| PlanError::Patch {
+                path: path.clone(),
+                detail,
+            })?;
+            let lines = line_count(&new).max(1);
+            (new, vec![(1, lines)])
+        }
+    };
+    let new_revision = revision(new.as_bytes());
+    let diff = unified_diff(&path, &old_text, &new);
+    Ok(Planned {
+        path,
+        existed,
+        old,
+        new,
+        new_revision,
+        touched,
+        diff,
+    })
+}
+
+/// Report a single-block match error with the block's index in the whole call.
+fn renumber(e: MatchError, block_index: usize) -> MatchError {
+    match e {
+        MatchError::NotFound { closest, .. } => MatchError::NotFound {
+            block_index,
+            closest,
+        },
+        MatchError::Ambiguous { lines, .. } => MatchError::Ambiguous { block_index, lines },
+    }
+}
+
+/// Commit planned files in order, each atomically.
+pub fn commit(planned: &[Planned]) -> Result<(), PartialCommit> {
+    for (i, p) in planned.iter().enumerate() {
+        if let Err(e) = atomic::write(&p.path, p.new.as_bytes()) {
+            return Err(PartialCommit {
+                committed: planned[..i].iter().map(|p| p.path.clone()).collect(),
+                failed: p.path.clone(),
+                untouched: planned[i + 1..].iter().map(|p| p.path.clone()).collect(),
+                detail: e.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A short unified diff: common head and tail trimmed, one hunk, bounded.
+pub fn unified_diff(path: &Path, old: &str, new: &str) -> String {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a[head..]
+        .iter()
+        .rev()
+        .zip(b[head..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (old_mid, new_mid) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
+    let ctx_start = head.saturating_sub(2);
+    let mut out = format!(
+        "--- {p}\n+++ {p}\n@@ -{},{} +{},{} @@\n",
+        ctx_start + 1,
+        old_mid.len() + head - ctx_start,
+        ctx_start + 1,
+        new_mid.len() + head - ctx_start,
+        p = path.display()
+    );
+    let mut lines: Vec<String> = a[ctx_start..head].iter().map(|l| format!(" {l}")).collect();
+    lines.extend(old_mid.iter().map(|l| format!("-{l}")));
+    lines.extend(new_mid.iter().map(|l| format!("+{l}")));
+    let shown = lines.len().min(MAX_DIFF_LINES);
+    for l in &lines[..shown] {
+        out.push_str(l);
+        out.push('\n');
+    }
+    if lines.len() > shown {
+        out.push_str(&format!("… {} more diff lines\n", lines.len() - shown));
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

@@ -1,0 +1,144 @@
+//! Engine unit tests: permits, all-or-nothing planning, partial commits.
+
+use super::*;
+use crate::files::coverage::Coverage;
+use crate::files::policy::AllowPaths;
+use crate::session::Mode;
+
+struct Fix {
+    _tmp: tempfile::TempDir,
+    ws: PathBuf,
+    coverage: Coverage,
+    allow: AllowPaths,
+    mode: Mode,
+}
+
+fn fix() -> Fix {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().canonicalize().unwrap();
+    Fix {
+        _tmp: tmp,
+        ws,
+        coverage: Coverage::default(),
+        allow: AllowPaths::default(),
+        mode: Mode::Wcgw,
+    }
+}
+
+impl Fix {
+    fn ctx(&self) -> EditContext<'_> {
+        EditContext {
+            session: "s",
+            coverage: &self.coverage,
+            workspace: &self.ws,
+            allow: &self.allow,
+            mode: &self.mode,
+        }
+    }
+}
+
+fn sr(path: &Path, search: &str, replace: &str) -> FileEdit {
+    FileEdit {
+        path: path.to_path_buf(),
+        op: Op::SearchReplace {
+            text: format!("<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"),
+        },
+    }
+}
+
+#[test]
+fn the_read_is_the_permit() {
+    let f = fix();
+    let p = f.ws.join("a.txt");
+    std::fs::write(&p, "one\ntwo\nthree\n").unwrap();
+    let err = plan(&f.ctx(), &[sr(&p, "two", "2")]).unwrap_err();
+    assert!(
+        matches!(err, PlanError::NeedsRead { ref ranges, .. } if ranges == &vec![(2, 2)]),
+        "{err:?}"
+    );
+    f.coverage
+        .grant("s", &p, &revision(b"one\ntwo\nthree\n"), (2, 2));
+    let planned = plan(&f.ctx(), &[sr(&p, "two", "2")]).unwrap();
+    assert_eq!(planned[0].new, "one\n2\nthree\n");
+    commit(&planned).unwrap();
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\n2\nthree\n");
+}
+
+#[test]
+fn one_failing_file_means_nothing_is_written() {
+    let f = fix();
+    let (a, b) = (f.ws.join("a.txt"), f.ws.join("b.txt"));
+    std::fs::write(&a, "x\n").unwrap();
+    std::fs::write(&b, "y\n").unwrap();
+    f.coverage.grant("s", &a, &revision(b"x\n"), (1, 1));
+    f.coverage.grant("s", &b, &revision(b"y\n"), (1, 1));
+    let err = plan(&f.ctx(), &[sr(&a, "x", "X"), sr(&b, "nope", "Y")]);
+    assert!(matches!(err, Err(PlanError::Match { .. })));
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "x\n");
+}
+
+#[test]
+fn line_patches_compare_and_swap_the_revision() {
+    let f = fix();
+    let p = f.ws.join("c.txt");
+    std::fs::write(&p, "a\nb\n").unwrap();
+    let rev = revision(b"a\nb\n");
+    f.coverage.grant("s", &p, &rev, (1, 2));
+    let patch = |expected: &str| FileEdit {
+        path: p.clone(),
+        op: Op::LinePatch {
+            patches: vec![Patch {
+                start_line: 2,
+                delete_lines: 1,
+                replacement: "B".into(),
+            }],
+            expected_revision: expected.into(),
+        },
+    };
+    assert!(matches!(
+        plan(&f.ctx(), &[patch("sha256:old")]),
+        Err(PlanError::NeedsRead { .. })
+    ));
+    assert_eq!(plan(&f.ctx(), &[patch(&rev)]).unwrap()[0].new, "a\nB\n");
+}
+
+#[test]
+fn a_commit_failure_after_renames_is_partial() {
+    let f = fix();
+    let ok = f.ws.join("ok.txt");
+    let dir = f.ws.join("d");
+    std::fs::create_dir(&dir).unwrap();
+    let doomed = dir.join("child.txt");
+    let planned = plan(
+        &f.ctx(),
+        &[
+            FileEdit {
+                path: ok.clone(),
+                op: Op::Replace {
+                    content: "1".into(),
+                },
+            },
+            FileEdit {
+                path: doomed.clone(),
+                op: Op::Replace {
+                    content: "2".into(),
+                },
+            },
+        ],
+    )
+    .unwrap();
+    // The directory turns into a file between planning and commit.
+    std::fs::remove_dir(&dir).unwrap();
+    std::fs::write(&dir, "not a directory").unwrap();
+    let p = commit(&planned).unwrap_err();
+    assert_eq!(p.committed, vec![ok.clone()]);
+    assert_eq!(p.failed, doomed);
+    assert!(p.untouched.is_empty());
+    assert_eq!(std::fs::read_to_string(&ok).unwrap(), "1");
+}
+
+#[test]
+fn the_diff_shows_the_change() {
+    let d = unified_diff(Path::new("/f"), "a\nb\nc\n", "a\nB\nc\n");
+    assert!(d.contains("-b\n+B\n"), "{d}");
+}

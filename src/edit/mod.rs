@@ -1,0 +1,7 @@
+//! The edit engine shared by every edit tool: SEARCH/REPLACE matching, line patches,
+//! planning against read permits, atomic commits.
+
+pub mod atomic;
+pub mod engine;
+pub mod line_patch;
+pub mod search_replace;

@@ -1,0 +1,258 @@
+//! Edit failures and their envelopes: one place maps engine errors to `status`,
+//! `errorCode`, `requiredReads` and the concrete `ReadFiles` recovery action.
+
+use crate::edit::engine::{PartialCommit, PlanError};
+use crate::tools::envelope::{Envelope, NextAction, RequiredRead, Status, ToolOutput};
+use crate::tools::error::SessionPair;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EditFailure {
+    /// Lines not read at the current revision (or a stale expected revision).
+    NeedsRead {
+        path: String,
+        ranges: Vec<(usize, usize)>,
+        reason: String,
+    },
+    SearchMalformed {
+        path: String,
+        message: String,
+    },
+    /// A SEARCH block matched nowhere or several places; `region` is worth re-reading.
+    SearchConflict {
+        path: String,
+        code: &'static str,
+        message: String,
+        region: Option<(usize, usize)>,
+    },
+    PathDenied {
+        path: String,
+        reason: String,
+    },
+    FileUnusable {
+        path: String,
+        detail: String,
+    },
+    PatchInvalid {
+        path: String,
+        detail: String,
+    },
+    PartialCommit {
+        committed: Vec<String>,
+        failed: String,
+        untouched: Vec<String>,
+        detail: String,
+    },
+    /// Three SEARCH conflicts on one target in the window: stop retrying, change strategy.
+    RecoveryExhausted {
+        path: String,
+    },
+}
+
+fn s(p: &std::path::Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+impl EditFailure {
+    pub fn from_plan(e: PlanError) -> EditFailure {
+        match e {
+            PlanError::NeedsRead {
+                path,
+                ranges,
+                reason,
+            } => EditFailure::NeedsRead {
+                path: s(&path),
+                ranges,
+                reason,
+            },
+            PlanError::Format { path, error } => EditFailure::SearchMalformed {
+                path: s(&path),
+                message: format!(
+                    "{error}\nExpected format:\n{}",
+                    crate::edit::search_replace::FormatError::help()
+                ),
+            },
+            PlanError::Match { path, error } => {
+                let region = match &error {
+                    crate::edit::search_replace::MatchError::NotFound {
+                        closest: Some(c), ..
+                    } => Some((c.start_line.saturating_sub(3).max(1), c.end_line + 3)),
+                    _ => None,
+                };
+                EditFailure::SearchConflict {
+                    path: s(&path),
+                    code: error.code(),
+                    message: error.to_string(),
+                    region,
+                }
+            }
+            PlanError::Patch { path, detail } => EditFailure::PatchInvalid {
+                path: s(&path),
+                detail,
+            },
+            PlanError::Denied { path, reason } => EditFailure::PathDenied {
+                path: s(&path),
+                reason,
+            },
+            PlanError::NotText { path, detail } | PlanError::Io { path, detail } => {
+                EditFailure::FileUnusable {
+                    path: s(&path),
+                    detail,
+                }
+            }
+        }
+    }
+
+    pub fn from_commit(p: PartialCommit) -> EditFailure {
+        EditFailure::PartialCommit {
+            committed: p.committed.iter().map(|p| s(p)).collect(),
+            failed: s(&p.failed),
+            untouched: p.untouched.iter().map(|p| s(p)).collect(),
+            detail: p.detail,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            EditFailure::NeedsRead { .. } => "read_required",
+            EditFailure::SearchMalformed { .. } => "search_block_malformed",
+            EditFailure::SearchConflict { code, .. } => code,
+            EditFailure::PathDenied { .. } => "path_not_allowed",
+            EditFailure::FileUnusable { .. } => "file_unusable",
+            EditFailure::PatchInvalid { .. } => "invalid_patch",
+            EditFailure::PartialCommit { .. } => "partial_commit",
+            EditFailure::RecoveryExhausted { .. } => "recovery_exhausted",
+        }
+    }
+
+    pub fn into_output(self, tool: &str, pair: &SessionPair) -> ToolOutput {
+        let code = self.code();
+        let read_action = |path: &str, ranges: &[String], why: &str| NextAction {
+            tool: "ReadFiles".into(),
+            instruction: why.into(),
+            arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
+                "file_paths": ranges.iter().map(|r| format!("{path}:{r}")).collect::<Vec<_>>()}),
+        };
+        let (status, message, next, reads, retryable, data): (
+            Status,
+            String,
+            Option<NextAction>,
+            Vec<RequiredRead>,
+            bool,
+            Value,
+        ) = match &self {
+            EditFailure::NeedsRead {
+                path,
+                ranges,
+                reason,
+            } => {
+                let rs: Vec<String> = ranges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+                (
+                    Status::NeedsRead,
+                    format!(
+                        "{tool} failed: read {path} lines {} first ({reason})",
+                        rs.join(", ")
+                    ),
+                    Some(read_action(
+                        path,
+                        &rs,
+                        "Perform every required read before retrying the edit.",
+                    )),
+                    vec![RequiredRead {
+                        path: path.clone(),
+                        ranges: rs,
+                    }],
+                    true,
+                    json!({"edit_applied": false}),
+                )
+            }
+            EditFailure::SearchConflict {
+                path,
+                message,
+                region,
+                ..
+            } => {
+                let next = region.map(|(a, b)| {
+                    read_action(
+                        path,
+                        &[format!("{a}-{b}")],
+                        "Re-read the closest region, then fix the SEARCH block.",
+                    )
+                });
+                (
+                    Status::Conflict,
+                    format!("{tool} failed on {path}: {message}"),
+                    next,
+                    vec![],
+                    true,
+                    json!({"edit_applied": false}),
+                )
+            }
+            EditFailure::SearchMalformed { path, message } => (
+                Status::InvalidInput,
+                format!("{tool}: malformed blocks for {path}: {message}"),
+                None,
+                vec![],
+                true,
+                json!({"edit_applied": false}),
+            ),
+            EditFailure::PathDenied { path, reason } => (
+                Status::PolicyBlocked,
+                format!("{tool}: {path}: {reason}"),
+                None,
+                vec![],
+                false,
+                json!({"edit_applied": false}),
+            ),
+            EditFailure::FileUnusable { path, detail }
+            | EditFailure::PatchInvalid { path, detail } => (
+                Status::InvalidInput,
+                format!("{tool}: {path}: {detail}"),
+                None,
+                vec![],
+                true,
+                json!({"edit_applied": false}),
+            ),
+            EditFailure::PartialCommit {
+                committed,
+                failed,
+                untouched,
+                detail,
+            } => (
+                Status::Failed,
+                format!(
+                    "{tool}: committed {committed:?}, then {failed} failed ({detail}); untouched: {untouched:?}"
+                ),
+                None,
+                vec![],
+                false,
+                json!({"edit_applied": !committed.is_empty(), "committed": committed, "failed": failed, "untouched": untouched}),
+            ),
+            EditFailure::RecoveryExhausted { path } => (
+                Status::Conflict,
+                format!(
+                    "{tool}: three SEARCH conflicts on {path} in a row; stop retrying blocks: re-read the file and rewrite the region (or the whole file)"
+                ),
+                None,
+                vec![],
+                false,
+                json!({"edit_applied": false}),
+            ),
+        };
+        let text = format!("Error ({code}): {message}");
+        ToolOutput {
+            text,
+            envelope: Envelope {
+                status,
+                tool: tool.into(),
+                message,
+                error_code: Some(code),
+                retryable,
+                retry_same_call: false,
+                next_action: next,
+                required_reads: reads,
+                data,
+            },
+        }
+    }
+}

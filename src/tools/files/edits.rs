@@ -1,0 +1,197 @@
+//! Running edits through the engine for any edit tool: serialise, plan, commit, renew the
+//! read permit, count SEARCH conflicts, and run the optional verification command.
+
+use super::coverage_key;
+use super::edit_error::EditFailure;
+use crate::deadline::unix_ms;
+use crate::edit::engine::{self, EditContext, FileEdit, PlanError};
+use crate::runtime::session_key;
+use crate::session::Binding;
+use crate::tools::ToolContext;
+use crate::tools::bash::action::Action;
+use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
+use crate::tools::error::{SessionPair, ToolError};
+use crate::wire::guardian::{ProcessStatus, Request, Response, Wait};
+use parking_lot::Mutex;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+/// Default and maximum wait of `verify_command` (seed 003).
+pub const VERIFY_DEFAULT_SECONDS: f64 = 15.0;
+pub const VERIFY_MAX_SECONDS: f64 = 60.0;
+/// SEARCH conflicts on one session and target before `recovery_exhausted`.
+const CONFLICTS_BEFORE_EXHAUSTED: u32 = 3;
+/// Window in which conflicts are counted (the mutation-receipt window of seed 003).
+const CONFLICT_WINDOW_MS: i64 = 30 * 60 * 1000;
+
+/// Every edit in this process plans and commits under one lock: two agents editing the
+/// same file at once are ordered, and the second sees the first's new revision (its read
+/// permit is then stale: `needs_read`).
+static EDIT_LOCK: Mutex<()> = Mutex::new(());
+/// SEARCH conflicts per (session, path): how many, and when the last one happened.
+type ConflictCounts = HashMap<(String, String), (u32, i64)>;
+static CONFLICTS: LazyLock<Mutex<ConflictCounts>> = LazyLock::new(Default::default);
+
+pub struct Verify {
+    pub command: String,
+    pub seconds: f64,
+}
+
+/// Plan and commit `edits` for the caller; failures come back as finished results.
+pub fn run(
+    ctx: &ToolContext,
+    tool: &str,
+    binding: &Binding,
+    edits: Vec<FileEdit>,
+    verify: Option<Verify>,
+) -> Result<ToolOutput, ToolError> {
+    let pair = SessionPair {
+        thread_id: binding.thread_id.clone(),
+        workspace_root: binding.workspace_str(),
+    };
+    let session = coverage_key(ctx.principal, &binding.thread_id);
+    if let Some(v) = &verify {
+        let act = Action::Command {
+            command: v.command.clone(),
+            background: false,
+        };
+        crate::tools::bash::enforce_mode(binding, &act, false)?;
+    }
+    let ectx = EditContext {
+        session: &session,
+        coverage: ctx.coverage,
+        workspace: &binding.workspace_root,
+        allow: ctx.allow_paths,
+        mode: &binding.mode,
+    };
+    let planned = {
+        let _one_at_a_time = EDIT_LOCK.lock();
+        let planned = match engine::plan(&ectx, &edits) {
+            Ok(p) => p,
+            Err(e) => return Ok(failure(tool, &session, &pair, e)),
+        };
+        if let Err(p) = engine::commit(&planned) {
+            return Ok(EditFailure::from_commit(p).into_output(tool, &pair));
+        }
+        planned
+    };
+    let mut text = String::new();
+    let mut files = Vec::new();
+    for p in &planned {
+        CONFLICTS
+            .lock()
+            .remove(&(session.clone(), p.path.to_string_lossy().into_owned()));
+        for r in &p.touched {
+            ctx.coverage.grant(&session, &p.path, &p.new_revision, *r);
+        }
+        let verb = if p.existed { "Edited" } else { "Created" };
+        text.push_str(&format!(
+            "{verb} {} ({})\n{}",
+            p.path.display(),
+            p.new_revision,
+            p.diff
+        ));
+        files.push(json!({"path": p.path, "revision": p.new_revision, "created": !p.existed}));
+    }
+    let mut env = Envelope::completed(
+        tool,
+        format!("{tool}: {} file(s) committed", planned.len()),
+        json!({"edit_applied": true, "files": files}),
+    );
+    if let Some(v) = verify {
+        verify_after(ctx, binding, &pair, &v, &mut text, &mut env);
+    }
+    Ok(ToolOutput {
+        text,
+        envelope: env,
+    })
+}
+
+fn failure(tool: &str, session: &str, pair: &SessionPair, e: PlanError) -> ToolOutput {
+    let f = EditFailure::from_plan(e);
+    if let EditFailure::SearchConflict { path, .. } = &f {
+        let now = unix_ms();
+        let mut c = CONFLICTS.lock();
+        let entry = c
+            .entry((session.to_string(), path.clone()))
+            .or_insert((0, now));
+        if now - entry.1 > CONFLICT_WINDOW_MS {
+            *entry = (0, now);
+        }
+        entry.0 += 1;
+        entry.1 = now;
+        if entry.0 >= CONFLICTS_BEFORE_EXHAUSTED {
+            return EditFailure::RecoveryExhausted { path: path.clone() }.into_output(tool, pair);
+        }
+    }
+    f.into_output(tool, pair)
+}
+
+/// Run the check as a foreground command; a failing check keeps the committed edit.
+fn verify_after(
+    ctx: &ToolContext,
+    binding: &Binding,
+    pair: &SessionPair,
+    v: &Verify,
+    text: &mut String,
+    env: &mut Envelope,
+) {
+    let key = session_key(ctx.principal, &binding.thread_id);
+    let wait = Duration::from_secs_f64(v.seconds.clamp(0.0, VERIFY_MAX_SECONDS));
+    let req = Request::Run {
+        command: v.command.clone(),
+        background: false,
+        wait: Wait {
+            timeout_ms: wait.as_millis() as u64,
+            settle_ms: None,
+        },
+    };
+    let outcome = match ctx.runtime.attach(&key) {
+        Some(e) => e.client.call(&req, wait).map_err(|e| e.to_string()),
+        None => Err("no live shell for this session; reset it with Initialize reset_shell".into()),
+    };
+    let rerun = NextAction {
+        tool: "BashCommand".into(),
+        instruction: "Rerun only the check after corrective changes.".into(),
+        arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
+                          "action_json": {"command": v.command}}),
+    };
+    match outcome {
+        Ok(Response::Action(r)) => {
+            let shown = crate::tools::bash::render::action(ctx, &key, pair, "verify", r.clone());
+            text.push_str("\n# verify_command\n");
+            text.push_str(&shown.text);
+            env.data["verification"] = shown.envelope.data.clone();
+            match (r.state.process_status, r.state.exit_code) {
+                (ProcessStatus::Exited, Some(0)) => {}
+                (ProcessStatus::Running, _) => {
+                    env.status = Status::Running;
+                    env.next_action = shown.envelope.next_action;
+                }
+                _ => {
+                    env.status = Status::CompletedWithIssues;
+                    env.error_code = Some("verification_failed");
+                    env.message = format!(
+                        "{}; verification failed (exit {:?})",
+                        env.message, r.state.exit_code
+                    );
+                    env.next_action = Some(rerun);
+                }
+            }
+        }
+        Ok(Response::Error(e)) => {
+            env.status = Status::CompletedWithIssues;
+            env.error_code = Some("verification_failed");
+            env.message = format!("{}; verification could not run: {e:?}", env.message);
+            env.next_action = Some(rerun);
+        }
+        Ok(_) | Err(_) => {
+            env.status = Status::CompletedWithIssues;
+            env.error_code = Some("verification_failed");
+            env.message = format!("{}; verification could not run", env.message);
+            env.next_action = Some(rerun);
+        }
+    }
+}

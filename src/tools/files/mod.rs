@@ -1,0 +1,24 @@
+//! File tools: `ReadFiles` and the edit tools over the one edit engine.
+
+pub mod edit_error;
+pub mod edits;
+pub mod multi;
+pub mod read_files;
+pub mod write;
+
+use std::path::{Path, PathBuf};
+
+/// An argument path: absolute as given, relative ones taken from the workspace.
+pub fn absolute(workspace: &Path, p: &str) -> PathBuf {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        workspace.join(path)
+    }
+}
+
+/// The per-session key of read coverage (principal-scoped thread id).
+pub fn coverage_key(principal: &str, thread_id: &str) -> String {
+    format!("{principal}\u{0}{thread_id}")
+}

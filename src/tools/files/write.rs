@@ -1,0 +1,83 @@
+//! `FileWriteOrEdit`: one file, whole content or SEARCH/REPLACE blocks.
+
+use super::absolute;
+use super::edits::{self, VERIFY_DEFAULT_SECONDS, Verify};
+use crate::edit::engine::{FileEdit, Op};
+use crate::tools::ToolContext;
+use crate::tools::args::Args;
+use crate::tools::envelope::ToolOutput;
+use crate::tools::error::ToolError;
+use serde_json::{Map, Value};
+
+const TOOL: &str = "FileWriteOrEdit";
+const FIELDS: &[&str] = &[
+    "thread_id",
+    "workspace_root",
+    "file_path",
+    "percentage_to_change",
+    "text_or_search_replace_blocks",
+    "verify_command",
+    "verify_wait_for_seconds",
+];
+
+/// Text with a SEARCH marker line is a block edit; anything else is whole content.
+pub fn looks_like_blocks(text: &str) -> bool {
+    text.lines()
+        .any(|l| l.trim_end().starts_with("<<<<<<<") && l.contains("SEARCH"))
+}
+
+/// `verify_command` and `verify_wait_for_seconds`, shared by the edit tools.
+pub fn verify_args(map: &Map<String, Value>) -> Result<Option<Verify>, ToolError> {
+    let a = Args { map };
+    let Some(command) = a
+        .opt_str("verify_command")?
+        .filter(|c| !c.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let seconds = match map.get("verify_wait_for_seconds") {
+        None | Some(Value::Null) => VERIFY_DEFAULT_SECONDS,
+        Some(v) => v
+            .as_f64()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| ToolError::InvalidInput {
+                detail: "verify_wait_for_seconds must be a number 0..=60".into(),
+            })?,
+    };
+    Ok(Some(Verify {
+        command: command.to_string(),
+        seconds,
+    }))
+}
+
+pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let a = Args::strict(map, FIELDS)?;
+    let (binding, _) = ctx.sessions.verify(
+        ctx.principal,
+        a.opt_str("thread_id")?,
+        a.opt_str("workspace_root")?,
+    )?;
+    let path = a.req_str("file_path")?;
+    let text = a.req_str("text_or_search_replace_blocks")?;
+    if let Some(p) = map.get("percentage_to_change")
+        && !p.as_f64().is_some_and(|p| (0.0..=100.0).contains(&p))
+    {
+        return Err(ToolError::InvalidInput {
+            detail: "percentage_to_change must be a number 0..=100".into(),
+        });
+    }
+    let op = if looks_like_blocks(text) {
+        Op::SearchReplace {
+            text: text.to_string(),
+        }
+    } else {
+        Op::Replace {
+            content: text.to_string(),
+        }
+    };
+    let edit = FileEdit {
+        path: absolute(&binding.workspace_root, path),
+        op,
+    };
+    edits::run(ctx, TOOL, &binding, vec![edit], verify_args(map)?)
+}
