@@ -162,3 +162,44 @@ fn every_process_ends_with_the_test() {
     }
     assert!(processes_mentioning(&dir).is_empty());
 }
+
+#[test]
+fn background_commands_are_limited_across_sessions() {
+    let mut a = Agent::spawn();
+    let mut sessions = vec![a.first_call()];
+    for i in 0..4 {
+        let ws = a.dir.path().join(format!("w{i}"));
+        std::fs::create_dir(&ws).unwrap();
+        let r = a.call(
+            "Initialize",
+            json!({"type": "first_call", "workspace_root": ws.to_str().unwrap()}),
+        );
+        sessions.push(r["structuredContent"].clone());
+    }
+    for s in &sessions[..4] {
+        for _ in 0..8 {
+            let r = a.bash(s, json!({"command": "sleep 100", "is_background": true}));
+            assert_eq!(r["structuredContent"]["status"], "running", "{r}");
+        }
+    }
+    // 32 are running across four sessions: the fifth session gets none.
+    let r = a.bash(
+        &sessions[4],
+        json!({"command": "sleep 100", "is_background": true}),
+    );
+    assert_eq!(
+        r["structuredContent"]["errorCode"], "background_limit",
+        "{r}"
+    );
+    // Ending one session frees its slots for the others.
+    let tid = sessions[0]["data"]["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    a.op_json(&["kill", &tid]);
+    let r = a.bash(
+        &sessions[4],
+        json!({"command": "sleep 100", "is_background": true}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "running", "{r}");
+}

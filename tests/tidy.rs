@@ -95,6 +95,23 @@ fn no_async_runtime_in_the_manifest() {
 }
 
 #[test]
+fn the_guardian_never_opens_sqlite() {
+    for (path, text) in sources() {
+        if path.starts_with("src/guardian/")
+            || path.starts_with("src/shell/")
+            || path.starts_with("src/daemon/")
+        {
+            assert!(
+                !text.contains("rusqlite")
+                    && !text.contains("store::Store")
+                    && !text.contains("Store::open"),
+                "{path}: guardians and winxd never open SQLite"
+            );
+        }
+    }
+}
+
+#[test]
 fn only_the_adapter_and_jsonrpc_know_the_wire() {
     for (path, text) in sources() {
         if path.starts_with("src/tools/")

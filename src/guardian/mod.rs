@@ -10,6 +10,7 @@ pub mod exec;
 pub mod session;
 pub mod shell;
 pub mod sigchld;
+pub mod slots;
 
 use crate::deadline::Deadline;
 use crossbeam_channel::{bounded, select};

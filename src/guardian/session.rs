@@ -172,6 +172,7 @@ impl Session {
             if let Some(code) = pty::try_reap(b.pid) {
                 b.exec.finish(Some(code));
                 b.finished_at_ms = Some(unix_ms());
+                super::slots::release(&super::slots::dir_for(&self.spec.session_dir), b.pid);
                 any = true;
             }
         }
@@ -281,8 +282,16 @@ impl Session {
                 limit: MAX_BACKGROUND,
             });
         }
-        let spawned = shell::spawn_background(&self.spec, &self.cwd, command)
-            .map_err(|detail| GuardianError::Io { detail })?;
+        let slots = super::slots::dir_for(&self.spec.session_dir);
+        let spawned = super::slots::with_slot(&slots, || {
+            shell::spawn_background(&self.spec, &self.cwd, command).map(|s| (s.pid, s))
+        })
+        .map_err(|e| match e {
+            None => GuardianError::BackgroundLimit {
+                limit: super::slots::MAX_BACKGROUND_TOTAL,
+            },
+            Some(detail) => GuardianError::Io { detail },
+        })?;
         let exec = self.new_exec(command);
         self.next_bg += 1;
         let id = format!("bg{}", self.next_bg);
@@ -489,10 +498,12 @@ impl Session {
 
     pub fn shutdown(&mut self) {
         self.kill_shell();
+        let slots = super::slots::dir_for(&self.spec.session_dir);
         for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {
             pty::signal_group(b.pid, nix::libc::SIGKILL);
             unsafe { nix::libc::waitpid(b.pid, std::ptr::null_mut(), 0) };
             b.exec.finish(None);
+            super::slots::release(&slots, b.pid);
         }
     }
 }
