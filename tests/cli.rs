@@ -84,6 +84,8 @@ fn profiles_filter_the_catalog() {
                 "MultiFileEdit",
                 "ApplyPatch",
                 "EditFiles",
+                "VerifyEdit",
+                "UndoEdit",
             ][..],
         ),
         (
@@ -96,6 +98,8 @@ fn profiles_filter_the_catalog() {
                 "MultiFileEdit",
                 "ApplyPatch",
                 "EditFiles",
+                "VerifyEdit",
+                "UndoEdit",
             ],
         ),
         ("read-only", &["Initialize", "ReadFiles"]),

@@ -253,10 +253,38 @@ fn verify_command_runs_after_a_commit() {
     assert_eq!(bad["isError"], false);
     assert_eq!(e["data"]["edit_applied"], true);
     assert_eq!(e["data"]["verification"]["exit_code"], 4);
-    assert_eq!(
-        e["nextAction"]["arguments"]["action_json"]["command"],
-        "bash t.sh"
+    assert_eq!(e["nextAction"]["tool"], "VerifyEdit");
+    assert_eq!(e["nextAction"]["arguments"]["verify_command"], "bash t.sh");
+    // The next action reruns only the check.
+    let args = e["nextAction"]["arguments"].clone();
+    let again = a.call("VerifyEdit", args);
+    assert_eq!(sc(&again)["errorCode"], "verification_failed", "{again}");
+    std::fs::write(a.workspace.join("t.sh"), "exit 0\n").unwrap();
+    let fixed = a.call(
+        "VerifyEdit",
+        pair_args(&s, json!({"verify_command": "bash t.sh"})),
     );
+    assert_eq!(sc(&fixed)["status"], "completed", "{fixed}");
+}
+
+#[test]
+fn undo_restores_the_last_edit_unless_changed_since() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    std::fs::write(a.workspace.join("u.txt"), "before\n").unwrap();
+    read(&mut a, &s, &["u.txt"]);
+    edit(&mut a, &s, "u.txt", &block("before", "after"));
+    edit(&mut a, &s, "created.txt", "new\n");
+    let r = a.call("UndoEdit", pair_args(&s, json!({"file_path": "u.txt"})));
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(a.workspace.join("u.txt")).unwrap(),
+        "before\n"
+    );
+    std::fs::write(a.workspace.join("created.txt"), "changed by someone\n").unwrap();
+    let r = a.call("UndoEdit", pair_args(&s, json!({})));
+    assert_eq!(sc(&r)["errorCode"], "undo_refused", "{r}");
+    assert!(a.workspace.join("created.txt").exists());
 }
 
 #[test]

@@ -43,6 +43,8 @@ pub fn definition(name: ToolName) -> Value {
         ToolName::MultiFileEdit => multi_file_edit(),
         ToolName::ApplyPatch => apply_patch(),
         ToolName::EditFiles => edit_files(),
+        ToolName::UndoEdit => undo_edit(),
+        ToolName::VerifyEdit => verify_edit(),
         // Unimplemented tools are filtered out by `ToolPolicy::served`.
         other => json!({"name": other.as_str()}),
     }
@@ -227,6 +229,37 @@ fn edit_files() -> Value {
         "Unified edit entry point: per file replace, search_replace blocks or line_patch (with expected_revision); all-or-nothing.",
         props.as_object().cloned().unwrap_or_default(),
         &["files"],
+    )
+}
+
+fn undo_edit() -> Value {
+    let props = json!({"file_path": {"type": "string", "description": "Undo the latest edit of this file (default: the latest edit)"}});
+    tool(
+        ToolName::UndoEdit,
+        "Undo this session's latest committed edit (or the latest edit of file_path); refused if the file changed since.",
+        bound(props.as_object().cloned().unwrap_or_default(), &[]),
+        Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: false,
+        },
+    )
+}
+
+fn verify_edit() -> Value {
+    let mut props = serde_json::Map::new();
+    verify_props(&mut props);
+    tool(
+        ToolName::VerifyEdit,
+        "Rerun only a post-edit check (a foreground command under the session's mode).",
+        bound(props, &["verify_command"]),
+        Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        },
     )
 }
 

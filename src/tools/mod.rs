@@ -72,6 +72,8 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         ToolName::MultiFileEdit => files::multi::multi_file_edit(ctx, args),
         ToolName::ApplyPatch => files::multi::apply_patch(ctx, args),
         ToolName::EditFiles => files::multi::edit_files(ctx, args),
+        ToolName::UndoEdit => files::undo::call(ctx, args),
+        ToolName::VerifyEdit => files::undo::verify_edit(ctx, args),
         // `implemented()` is false for every other tool, so they never reach here.
         other => Err(ToolError::UnknownTool {
             name: other.as_str().into(),

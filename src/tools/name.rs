@@ -76,6 +76,8 @@ impl ToolName {
                 | ToolName::MultiFileEdit
                 | ToolName::ApplyPatch
                 | ToolName::EditFiles
+                | ToolName::UndoEdit
+                | ToolName::VerifyEdit
         )
     }
 }

@@ -77,6 +77,7 @@ pub fn run(
         }
         planned
     };
+    super::undo::record(&session, &planned);
     let mut text = String::new();
     let mut files = Vec::new();
     for p in &planned {
@@ -130,7 +131,7 @@ fn failure(tool: &str, session: &str, pair: &SessionPair, e: PlanError) -> ToolO
 }
 
 /// Run the check as a foreground command; a failing check keeps the committed edit.
-fn verify_after(
+pub fn verify_after(
     ctx: &ToolContext,
     binding: &Binding,
     pair: &SessionPair,
@@ -153,10 +154,10 @@ fn verify_after(
         None => Err("no live shell for this session; reset it with Initialize reset_shell".into()),
     };
     let rerun = NextAction {
-        tool: "BashCommand".into(),
+        tool: "VerifyEdit".into(),
         instruction: "Rerun only the check after corrective changes.".into(),
         arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
-                          "action_json": {"command": v.command}}),
+                          "verify_command": v.command, "verify_wait_for_seconds": v.seconds}),
     };
     match outcome {
         Ok(Response::Action(r)) => {

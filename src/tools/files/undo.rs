@@ -1,0 +1,174 @@
+//! `UndoEdit` and its checkpoints: the pre-edit bytes of each committed edit, kept per
+//! session in memory (bounded), restored only if the files are still exactly as the edit
+//! left them.
+
+use super::edits::Verify;
+use crate::edit::atomic;
+use crate::edit::engine::{Planned, revision};
+use crate::tools::ToolContext;
+use crate::tools::args::Args;
+use crate::tools::envelope::{Envelope, Status, ToolOutput};
+use crate::tools::error::{SessionPair, ToolError};
+use parking_lot::Mutex;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::LazyLock;
+
+/// Checkpoints kept per session: enough to walk back a burst of edits.
+const MAX_CHECKPOINTS: usize = 16;
+/// Bytes of pre-edit content kept per session; older checkpoints are dropped beyond it.
+const MAX_CHECKPOINT_BYTES: usize = 64 * 1024 * 1024;
+
+struct FileState {
+    path: PathBuf,
+    /// `None`: the edit created the file.
+    before: Option<Vec<u8>>,
+    after_revision: String,
+}
+
+type Checkpoints = HashMap<String, Vec<Vec<FileState>>>;
+static CHECKPOINTS: LazyLock<Mutex<Checkpoints>> = LazyLock::new(Default::default);
+
+/// Remember what a committed edit replaced.
+pub fn record(session: &str, planned: &[Planned]) {
+    let cp: Vec<FileState> = planned
+        .iter()
+        .map(|p| FileState {
+            path: p.path.clone(),
+            before: p.existed.then(|| p.old.clone()),
+            after_revision: p.new_revision.clone(),
+        })
+        .collect();
+    let mut all = CHECKPOINTS.lock();
+    let stack = all.entry(session.to_string()).or_default();
+    stack.push(cp);
+    let size = |s: &Vec<Vec<FileState>>| -> usize {
+        s.iter()
+            .flatten()
+            .map(|f| f.before.as_ref().map_or(0, Vec::len))
+            .sum()
+    };
+    while stack.len() > MAX_CHECKPOINTS || (stack.len() > 1 && size(stack) > MAX_CHECKPOINT_BYTES) {
+        stack.remove(0);
+    }
+}
+
+const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_path"];
+
+pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let a = Args::strict(map, FIELDS)?;
+    let (binding, _) = ctx.sessions.verify(
+        ctx.principal,
+        a.opt_str("thread_id")?,
+        a.opt_str("workspace_root")?,
+    )?;
+    let session = super::coverage_key(ctx.principal, &binding.thread_id);
+    let wanted = a
+        .opt_str("file_path")?
+        .map(|p| crate::files::policy::canonical(&super::absolute(&binding.workspace_root, p)))
+        .transpose()
+        .map_err(|detail| ToolError::InvalidInput { detail })?;
+    let mut all = CHECKPOINTS.lock();
+    let stack = all.entry(session).or_default();
+    let idx = stack.iter().rposition(|cp| {
+        wanted
+            .as_ref()
+            .is_none_or(|w| cp.iter().any(|f| &f.path == w))
+    });
+    let Some(idx) = idx else {
+        return Ok(refusal(
+            "no edit of this session to undo (checkpoints live in this adapter's memory)",
+        ));
+    };
+    // Refuse if any file changed since the edit: never overwrite newer work.
+    for f in &stack[idx] {
+        let now = std::fs::read(&f.path).ok();
+        if now.as_deref().map(revision).as_deref() != Some(f.after_revision.as_str()) {
+            return Ok(refusal(&format!(
+                "{} changed since the edit; undo refused",
+                f.path.display()
+            )));
+        }
+    }
+    let cp = stack.remove(idx);
+    drop(all);
+    let mut restored = Vec::new();
+    for f in &cp {
+        let result = match &f.before {
+            Some(bytes) => atomic::write(&f.path, bytes),
+            None => std::fs::remove_file(&f.path),
+        };
+        if let Err(e) = result {
+            return Ok(refusal(&format!(
+                "restoring {} failed: {e}",
+                f.path.display()
+            )));
+        }
+        restored.push(json!({"path": f.path, "removed": f.before.is_none()}));
+    }
+    let text = cp
+        .iter()
+        .map(|f| format!("Restored {}\n", f.path.display()))
+        .collect::<String>();
+    Ok(ToolOutput {
+        text,
+        envelope: Envelope::completed(
+            "UndoEdit",
+            "UndoEdit: restored the files of one edit",
+            json!({"files": restored}),
+        ),
+    })
+}
+
+fn refusal(message: &str) -> ToolOutput {
+    let mut env = Envelope::completed("UndoEdit", message, json!({}));
+    env.status = Status::Conflict;
+    env.error_code = Some("undo_refused");
+    ToolOutput {
+        text: format!("Error (undo_refused): {message}"),
+        envelope: env,
+    }
+}
+
+/// `VerifyEdit`: rerun only the check of an earlier edit.
+pub fn verify_edit(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let a = Args::strict(
+        map,
+        &[
+            "thread_id",
+            "workspace_root",
+            "verify_command",
+            "verify_wait_for_seconds",
+        ],
+    )?;
+    let (binding, _) = ctx.sessions.verify(
+        ctx.principal,
+        a.opt_str("thread_id")?,
+        a.opt_str("workspace_root")?,
+    )?;
+    let Some(v): Option<Verify> = super::write::verify_args(map)? else {
+        return Err(ToolError::InvalidInput {
+            detail: "verify_command is required".into(),
+        });
+    };
+    let act = crate::tools::bash::action::Action::Command {
+        command: v.command.clone(),
+        background: false,
+    };
+    crate::tools::bash::enforce_mode(&binding, &act, false)?;
+    let pair = SessionPair {
+        thread_id: binding.thread_id.clone(),
+        workspace_root: binding.workspace_str(),
+    };
+    let mut text = String::new();
+    let mut env = Envelope::completed("VerifyEdit", "VerifyEdit: check passed", json!({}));
+    super::edits::verify_after(ctx, &binding, &pair, &v, &mut text, &mut env);
+    if env.error_code == Some("verification_failed") {
+        env.message = "VerifyEdit: check failed".into();
+    }
+    Ok(ToolOutput {
+        text,
+        envelope: env,
+    })
+}
