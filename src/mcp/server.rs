@@ -31,6 +31,8 @@ pub struct CallContext<'a> {
 
 pub struct Server {
     sessions: SessionService,
+    /// `tools` arrays by served tool set.
+    catalogs: parking_lot::Mutex<std::collections::HashMap<String, Value>>,
     coverage: crate::files::coverage::Coverage,
     allow_paths: crate::files::policy::AllowPaths,
     read_parallelism: usize,
@@ -49,6 +51,7 @@ impl Server {
         }
         Server {
             sessions: SessionService::new(config.state_dir.clone()),
+            catalogs: Default::default(),
             coverage: Default::default(),
             allow_paths: config.allow_paths.clone(),
             read_parallelism: config.read_parallelism,
@@ -131,8 +134,15 @@ impl Server {
         })
     }
 
+    /// The catalog is fixed per policy for the life of the process: build it once.
     fn tools_list(&self, ctx: &CallContext) -> Value {
-        let tools: Vec<Value> = ctx.policy.served().map(catalog::definition).collect();
+        let key: Vec<&str> = ctx.policy.served().map(|t| t.as_str()).collect();
+        let key = key.join(",");
+        let mut cache = self.catalogs.lock();
+        let tools = cache
+            .entry(key)
+            .or_insert_with(|| Value::Array(ctx.policy.served().map(catalog::definition).collect()))
+            .clone();
         json!({"tools": tools, "ttlMs": LIST_TTL_MS, "cacheScope": "private"})
     }
 
