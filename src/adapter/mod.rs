@@ -9,6 +9,7 @@ use crate::jsonrpc::{Notification, Request, Response};
 use crate::mcp::{CallContext, Server};
 use std::sync::Arc;
 
+pub mod http;
 pub mod pool;
 pub mod stdio;
 pub mod writer;

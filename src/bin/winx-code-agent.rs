@@ -42,6 +42,9 @@ fn main() -> ExitCode {
         }
     };
     winx::adapter::init_logging(config.log_level);
+    if args.http {
+        return serve_http(&args, &config);
+    }
     log::info!(
         "winx-code-agent {} serving MCP on stdio ({} workers, tool policy {}, state dir {})",
         winx::build_info::identity(),
@@ -58,6 +61,38 @@ fn main() -> ExitCode {
         config: Arc::new(config),
     });
     match stdio::serve(std::io::stdin().lock(), std::io::stdout(), limits, handler) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `serve --http`: the HTTP configuration is built here (it reads the environment), so
+/// every credential or listener problem is a startup error with exit code 2.
+fn serve_http(args: &cli::ServeArgs, config: &Config) -> ExitCode {
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    let env = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let http = match winx::config::http::HttpConfig::build(
+        args,
+        &config.policy,
+        config.max_message_bytes,
+        &env,
+    ) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: {e}\nhint: run 'winx-code-agent --help' for usage");
+            return ExitCode::from(2);
+        }
+    };
+    log::info!(
+        "winx-code-agent {} serving MCP over HTTP on {} (state dir {})",
+        winx::build_info::identity(),
+        http.bind,
+        config.state_dir.display()
+    );
+    match winx::adapter::http::serve(config, http) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

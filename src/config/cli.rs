@@ -9,6 +9,8 @@ winx-code-agent: a shell-and-files MCP server for coding agents
 
 Usage:
   winx-code-agent [serve] [OPTIONS]    serve MCP over stdio (one JSON message per line)
+  winx-code-agent serve --http [OPTIONS] [HTTP OPTIONS]
+                                       serve MCP over authenticated Streamable HTTP at /mcp
   winx-code-agent list [--table]       sessions known to winxd (JSON by default)
   winx-code-agent attach <thread_id> [--follow]
                                        print a session's output with an independent cursor
@@ -24,11 +26,25 @@ Options:
   -h, --help                 print this help
   -V, --version              print the build identity
 
+HTTP options (with --http; exactly one credential source):
+  --bind <IP:PORT>           listener, default 127.0.0.1:8000 (port 0 picks a free port)
+  --token-file <PATH>        single-principal token in a private file (preferred)
+  --principal-config <PATH>  named principals with their own tokens and tool policies (TOML)
+  --token <VALUE>            single-principal token on the command line (visible to ps)
+  --session-affinity <MODE>  workspace (default)
+  --allow-weak-token         accept tokens shorter than 32 bytes (local tests only)
+  --allow-non-loopback       permit a wildcard, LAN or public listener
+  --allowed-host <HOST>      extra accepted Host authority; repeatable
+  --allow-query-token        also accept ?token=... (appears in logs; prefer the header)
+  --max-concurrency <N>      simultaneous requests, default 32 (then 503)
+  --requests-per-minute <N>  per source IP, default 120 (then 429)
+
 Environment:
   WINX_STATE_DIR             state directory (default $XDG_STATE_HOME/winx or ~/.local/state/winx)
   WINX_LOG / RUST_LOG        stderr log level: off, error, warn (default), info, debug, trace
   WINX_WORKERS               request worker threads (default 8)
   WINX_SERVER_INSTRUCTIONS   extra instructions appended to the handshake and Initialize
+  WINX_HTTP_TOKEN            single-principal HTTP token when no credential option is given
 ";
 
 /// Arguments of the `serve` command (also the default command).
@@ -36,6 +52,40 @@ Environment:
 pub struct ServeArgs {
     pub tool_profile: Option<String>,
     pub allow_tools: Vec<String>,
+    /// `--http` and its options (meaning given by `config::http`).
+    pub http: bool,
+    pub bind: Option<String>,
+    pub token_file: Option<String>,
+    pub principal_config: Option<String>,
+    pub token: Option<String>,
+    pub session_affinity: Option<String>,
+    pub allow_weak_token: bool,
+    pub allow_non_loopback: bool,
+    pub allowed_hosts: Vec<String>,
+    pub allow_query_token: bool,
+    pub max_concurrency: Option<usize>,
+    pub requests_per_minute: Option<u32>,
+}
+
+impl ServeArgs {
+    /// The first HTTP-only option given, for "requires --http" errors.
+    fn first_http_option(&self) -> Option<&'static str> {
+        [
+            (self.bind.is_some(), "--bind"),
+            (self.token_file.is_some(), "--token-file"),
+            (self.principal_config.is_some(), "--principal-config"),
+            (self.token.is_some(), "--token"),
+            (self.session_affinity.is_some(), "--session-affinity"),
+            (self.allow_weak_token, "--allow-weak-token"),
+            (self.allow_non_loopback, "--allow-non-loopback"),
+            (!self.allowed_hosts.is_empty(), "--allowed-host"),
+            (self.allow_query_token, "--allow-query-token"),
+            (self.max_concurrency.is_some(), "--max-concurrency"),
+            (self.requests_per_minute.is_some(), "--requests-per-minute"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
 }
 
 /// What the command line asks for.
@@ -89,6 +139,35 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, Usage
             Long("allow-tool") => serve
                 .allow_tools
                 .push(string(parser.value().map_err(usage)?)?),
+            Long("http") => serve.http = true,
+            Long(
+                flag @ ("bind" | "token-file" | "principal-config" | "token" | "session-affinity"),
+            ) => {
+                let flag = flag.to_string();
+                let slot = match flag.as_str() {
+                    "bind" => &mut serve.bind,
+                    "token-file" => &mut serve.token_file,
+                    "principal-config" => &mut serve.principal_config,
+                    "token" => &mut serve.token,
+                    _ => &mut serve.session_affinity,
+                };
+                if slot.is_some() {
+                    return Err(usage(format!("--{flag} given twice")));
+                }
+                *slot = Some(string(parser.value().map_err(usage)?)?);
+            }
+            Long("allow-weak-token") => serve.allow_weak_token = true,
+            Long("allow-non-loopback") => serve.allow_non_loopback = true,
+            Long("allow-query-token") => serve.allow_query_token = true,
+            Long("allowed-host") => serve
+                .allowed_hosts
+                .push(string(parser.value().map_err(usage)?)?),
+            Long("max-concurrency") => {
+                serve.max_concurrency = Some(number(parser.value(), "--max-concurrency")?)
+            }
+            Long("requests-per-minute") => {
+                serve.requests_per_minute = Some(number(parser.value(), "--requests-per-minute")?)
+            }
             Value(v) if !saw_command && v == "serve" => saw_command = true,
             Value(v) => {
                 return Err(usage(format!(
@@ -99,7 +178,21 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, Usage
             other => return Err(usage(other.unexpected())),
         }
     }
+    if !serve.http
+        && let Some(flag) = serve.first_http_option()
+    {
+        return Err(usage(format!("{flag} requires --http")));
+    }
     Ok(Command::Serve(serve))
+}
+
+fn number<T: std::str::FromStr>(
+    v: Result<OsString, lexopt::Error>,
+    flag: &str,
+) -> Result<T, UsageError> {
+    let v = string(v.map_err(usage)?)?;
+    v.parse()
+        .map_err(|_| usage(format!("{flag} expects a number, got {v:?}")))
 }
 
 fn string(v: OsString) -> Result<String, UsageError> {
@@ -132,6 +225,39 @@ mod tests {
             panic!()
         };
         assert_eq!(a.allow_tools, vec!["Initialize", "ReadFiles"]);
+    }
+
+    #[test]
+    fn http_options() {
+        let Ok(Command::Serve(a)) = p(&[
+            "serve",
+            "--http",
+            "--bind",
+            "127.0.0.1:0",
+            "--token-file=/t",
+            "--allowed-host",
+            "a.example",
+            "--allowed-host",
+            "b.example",
+            "--max-concurrency",
+            "4",
+            "--allow-query-token",
+        ]) else {
+            panic!()
+        };
+        assert!(a.http && a.allow_query_token);
+        assert_eq!(a.bind.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(a.token_file.as_deref(), Some("/t"));
+        assert_eq!(a.allowed_hosts, vec!["a.example", "b.example"]);
+        assert_eq!(a.max_concurrency, Some(4));
+        assert!(
+            p(&["--bind", "127.0.0.1:1"])
+                .unwrap_err()
+                .0
+                .contains("requires --http")
+        );
+        assert!(p(&["--http", "--max-concurrency", "x"]).is_err());
+        assert!(p(&["--http", "--token", "a", "--token", "b"]).is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! Invariant: nothing outside this module reads environment variables for configuration.
 
 pub mod cli;
+pub mod http;
 pub mod opcli;
 pub mod profile;
 

@@ -1,0 +1,491 @@
+//! HTTP deployment configuration (seed 003): listener, the one credential source, named
+//! principals with their tool policies, and the limits. Built once at startup from
+//! `ServeArgs` and the environment; every problem is a startup error (exit 2).
+//!
+//! Invariant: raw tokens never leave this module; a `Principal` carries only the SHA-256
+//! digest of its token.
+
+use super::ConfigError;
+use super::cli::ServeArgs;
+use super::profile::{PolicyError, ToolPolicy};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Loopback by default: the endpoint grants a shell, so exposure must be a choice.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8000";
+/// 256 bits of hex-encoded randomness is 64 bytes; 32 is the floor seed 003 sets.
+pub const MIN_TOKEN_BYTES: usize = 32;
+pub const DEFAULT_MAX_CONCURRENCY: usize = 32;
+pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 120;
+/// Seed 003: a request that takes longer is answered 408.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Per-read/per-write socket timeout. It bounds a stalled client (slow head, slow body,
+/// a reader that never reads) and closes idle keep-alive connections; longer than the
+/// 5 s idle expiry of common HTTP clients so they close first.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// After SIGTERM, in-flight requests may finish for this long.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(20);
+/// The principal name of a single-token server.
+pub const SINGLE_PRINCIPAL: &str = "default";
+const MAX_NAME_CHARS: usize = 64;
+/// A token file or principal config larger than this is certainly a mistake.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+const MAX_PRINCIPAL_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Environment variables of the HTTP transport (read here only).
+pub mod env {
+    /// Single-principal token, used when no command-line credential source is given.
+    pub const HTTP_TOKEN: &str = "WINX_HTTP_TOKEN";
+    /// Tuning and test knobs, in milliseconds.
+    pub const REQUEST_TIMEOUT_MS: &str = "WINX_HTTP_REQUEST_TIMEOUT_MS";
+    pub const IO_TIMEOUT_MS: &str = "WINX_HTTP_IO_TIMEOUT_MS";
+    pub const DRAIN_GRACE_MS: &str = "WINX_HTTP_DRAIN_GRACE_MS";
+}
+
+/// How remote `Initialize` calls map to logical sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Affinity {
+    /// (principal, canonical workspace): the session service's only keying today.
+    Workspace,
+}
+
+/// An authenticated identity: its name, the digest of its token and its tool policy.
+#[derive(Clone)]
+pub struct Principal {
+    pub name: String,
+    pub token_digest: [u8; 32],
+    pub policy: ToolPolicy,
+}
+
+impl fmt::Debug for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Principal")
+            .field("name", &self.name)
+            .field("policy", &self.policy.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything `serve --http` needs beyond the common `Config`.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    pub bind: SocketAddr,
+    pub principals: Vec<Principal>,
+    /// Which credential source was used, for the startup log line.
+    pub credential_source: &'static str,
+    pub affinity: Affinity,
+    /// Extra accepted Host authorities (lowercase), beyond the loopback names.
+    pub allowed_hosts: Vec<String>,
+    pub allow_query_token: bool,
+    pub max_concurrency: usize,
+    pub requests_per_minute: u32,
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+    pub io_timeout: Duration,
+    pub drain_grace: Duration,
+}
+
+fn err(msg: impl Into<String>) -> ConfigError {
+    ConfigError(msg.into())
+}
+
+/// SHA-256 of a token: what is kept and compared.
+pub fn token_digest(token: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&Sha256::digest(token));
+    out
+}
+
+impl HttpConfig {
+    /// Build from validated arguments. `policy` is the command-line tool policy (used by
+    /// single-token servers); `env` reads the process environment.
+    pub fn build(
+        args: &ServeArgs,
+        policy: &ToolPolicy,
+        max_body_bytes: usize,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<HttpConfig, ConfigError> {
+        let bind = parse_bind(args.bind.as_deref().unwrap_or(DEFAULT_BIND))?;
+        if !is_loopback(bind.ip()) && !args.allow_non_loopback {
+            return Err(err(format!(
+                "refusing to listen on {bind}: it is not a loopback address. Keep winx on \
+                 127.0.0.1 behind a VPN, tunnel or authenticated HTTPS proxy, or pass \
+                 --allow-non-loopback to acknowledge the exposure"
+            )));
+        }
+        let affinity = match args.session_affinity.as_deref() {
+            None | Some("workspace") => Affinity::Workspace,
+            Some(m @ ("thread" | "conversation")) => {
+                return Err(err(format!(
+                    "--session-affinity {m} is not supported yet; use workspace (the default)"
+                )));
+            }
+            Some(other) => {
+                return Err(err(format!(
+                    "unknown --session-affinity {other:?}; expected workspace, conversation or thread"
+                )));
+            }
+        };
+        let (principals, credential_source) = principals(args, policy, env)?;
+        let mut allowed_hosts = Vec::new();
+        for h in &args.allowed_hosts {
+            let h = h.trim().to_ascii_lowercase();
+            if h.is_empty() || h.contains(['/', ' ', '@', '?', '#']) {
+                return Err(err(format!(
+                    "--allowed-host {h:?} must be a host name or host:port authority"
+                )));
+            }
+            allowed_hosts.push(h);
+        }
+        let max_concurrency = args.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY);
+        if !(1..=1024).contains(&max_concurrency) {
+            return Err(err("--max-concurrency must be 1..=1024"));
+        }
+        let requests_per_minute = args
+            .requests_per_minute
+            .unwrap_or(DEFAULT_REQUESTS_PER_MINUTE);
+        if !(1..=1_000_000).contains(&requests_per_minute) {
+            return Err(err("--requests-per-minute must be 1..=1000000"));
+        }
+        Ok(HttpConfig {
+            bind,
+            principals,
+            credential_source,
+            affinity,
+            allowed_hosts,
+            allow_query_token: args.allow_query_token,
+            max_concurrency,
+            requests_per_minute,
+            max_body_bytes,
+            request_timeout: millis(env, env::REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT)?,
+            io_timeout: millis(env, env::IO_TIMEOUT_MS, IO_TIMEOUT)?,
+            drain_grace: millis(env, env::DRAIN_GRACE_MS, DRAIN_GRACE)?,
+        })
+    }
+}
+
+fn millis(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match env(name).filter(|v| !v.is_empty()) {
+        None => Ok(default),
+        Some(v) => match v.parse::<u64>() {
+            Ok(ms) if ms >= 1 => Ok(Duration::from_millis(ms)),
+            _ => Err(err(format!(
+                "{name} must be a positive number of milliseconds"
+            ))),
+        },
+    }
+}
+
+/// `IP:PORT`, or `localhost:PORT` (meaning 127.0.0.1). Port 0 picks a free port.
+pub fn parse_bind(s: &str) -> Result<SocketAddr, ConfigError> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    Err(err(format!(
+        "--bind {s:?} is not an IP:PORT address (e.g. 127.0.0.1:8000)"
+    )))
+}
+
+/// 127.0.0.0/8, ::1 and IPv4-mapped loopback. Wildcards are not loopback.
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Pick the single credential source and load its principals.
+fn principals(
+    args: &ServeArgs,
+    policy: &ToolPolicy,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Vec<Principal>, &'static str), ConfigError> {
+    let env_token = env(env::HTTP_TOKEN).filter(|t| !t.is_empty());
+    let mut given = Vec::new();
+    if args.principal_config.is_some() {
+        given.push("--principal-config");
+    }
+    if args.token_file.is_some() {
+        given.push("--token-file");
+    }
+    if args.token.is_some() {
+        given.push("--token");
+    }
+    if env_token.is_some() {
+        given.push("WINX_HTTP_TOKEN");
+    }
+    match given.len() {
+        0 => {
+            return Err(err(
+                "serve --http needs exactly one credential source: --token-file <PATH> \
+                 (preferred), --principal-config <PATH>, --token <VALUE> or WINX_HTTP_TOKEN",
+            ));
+        }
+        1 => {}
+        _ => {
+            return Err(err(format!(
+                "exactly one credential source is allowed, got {}",
+                given.join(" and ")
+            )));
+        }
+    }
+    let weak_ok = args.allow_weak_token;
+    let single = |token: String, from: &str| -> Result<Vec<Principal>, ConfigError> {
+        let token = check_token(&token, from, weak_ok)?;
+        Ok(vec![Principal {
+            name: SINGLE_PRINCIPAL.into(),
+            token_digest: token_digest(token.as_bytes()),
+            policy: policy.clone(),
+        }])
+    };
+    if let Some(path) = &args.principal_config {
+        if args.tool_profile.is_some() || !args.allow_tools.is_empty() {
+            return Err(err(
+                "--tool-profile and --allow-tool apply to single-token servers; with \
+                 --principal-config set tool_profile or allowed_tools per principal",
+            ));
+        }
+        let list = load_principal_config(Path::new(path), weak_ok, env)?;
+        return Ok((list, "principal config"));
+    }
+    if let Some(path) = &args.token_file {
+        let path = Path::new(path);
+        let token = read_token_file(path)?;
+        return Ok((
+            single(token, &format!("token file {}", path.display()))?,
+            "token file",
+        ));
+    }
+    if let Some(token) = &args.token {
+        return Ok((single(token.clone(), "--token")?, "--token"));
+    }
+    let token = env_token.unwrap_or_default();
+    Ok((single(token, "WINX_HTTP_TOKEN")?, "WINX_HTTP_TOKEN"))
+}
+
+/// Trim surrounding whitespace (files usually end in a newline) and check the rest.
+fn check_token(raw: &str, from: &str, weak_ok: bool) -> Result<String, ConfigError> {
+    let token = raw.trim_matches(|c: char| c.is_ascii_whitespace());
+    if token.is_empty() {
+        return Err(err(format!("the token from {from} is empty")));
+    }
+    if !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(err(format!(
+            "the token from {from} must be visible ASCII without spaces (it travels in an \
+             Authorization header)"
+        )));
+    }
+    if token.len() < MIN_TOKEN_BYTES && !weak_ok {
+        return Err(err(format!(
+            "the token from {from} has {} bytes; at least {MIN_TOKEN_BYTES} are required \
+             (create one with `openssl rand -hex 32`; --allow-weak-token is for local tests only)",
+            token.len()
+        )));
+    }
+    Ok(token.to_string())
+}
+
+/// Read a token file that must be a regular, non-symlink file without group/other access.
+/// Opened with `O_NOFOLLOW` and checked through the open descriptor (no check-then-open race).
+pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(nix::libc::ELOOP) {
+                err(format!(
+                    "token file {shown} is a symlink; point at the file itself"
+                ))
+            } else {
+                err(format!("cannot open token file {shown}: {e}"))
+            }
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| err(format!("cannot stat token file {shown}: {e}")))?;
+    if !meta.is_file() {
+        return Err(err(format!("token file {shown} is not a regular file")));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(err(format!(
+            "token file {shown} is accessible by group or others (mode {:o}); run chmod 600 {shown}",
+            meta.mode() & 0o777
+        )));
+    }
+    if meta.len() > MAX_TOKEN_FILE_BYTES {
+        return Err(err(format!(
+            "token file {shown} is larger than {MAX_TOKEN_FILE_BYTES} bytes"
+        )));
+    }
+    let mut s = String::new();
+    file.take(MAX_TOKEN_FILE_BYTES)
+        .read_to_string(&mut s)
+        .map_err(|e| err(format!("cannot read token file {shown}: {e}")))?;
+    Ok(s)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrincipalFile {
+    principals: Vec<PrincipalEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrincipalEntry {
+    name: String,
+    token_file: Option<PathBuf>,
+    token_env: Option<String>,
+    tool_profile: Option<String>,
+    allowed_tools: Option<Vec<String>>,
+}
+
+/// Parse and validate the principal TOML (seed 003, "Multiple authenticated principals").
+pub fn load_principal_config(
+    path: &Path,
+    weak_ok: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Principal>, ConfigError> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path)
+        .map_err(|e| err(format!("cannot read principal config {shown}: {e}")))?;
+    if !meta.is_file() || meta.len() > MAX_PRINCIPAL_CONFIG_BYTES {
+        return Err(err(format!(
+            "principal config {shown} must be a regular file under 1 MiB"
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(err(format!(
+            "principal config {shown} is writable by group or others; run chmod 600 {shown}"
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(format!("cannot read principal config {shown}: {e}")))?;
+    let file: PrincipalFile =
+        toml::from_str(&text).map_err(|e| err(format!("principal config {shown}: {e}")))?;
+    if file.principals.is_empty() {
+        return Err(err(format!(
+            "principal config {shown} defines no [[principals]]"
+        )));
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut out: Vec<Principal> = Vec::new();
+    for entry in file.principals {
+        let p = principal_entry(entry, base, weak_ok, env)
+            .map_err(|e| err(format!("principal config {shown}: {e}")))?;
+        if let Some(prev) = out.iter().find(|q| q.name.eq_ignore_ascii_case(&p.name)) {
+            return Err(err(format!(
+                "principal config {shown}: duplicate principal name {:?} (also {:?}; names are \
+                 compared case-insensitively)",
+                p.name, prev.name
+            )));
+        }
+        if let Some(prev) = out.iter().find(|q| q.token_digest == p.token_digest) {
+            return Err(err(format!(
+                "principal config {shown}: principals {:?} and {:?} share a token; give each \
+                 client its own",
+                prev.name, p.name
+            )));
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+fn principal_entry(
+    e: PrincipalEntry,
+    base: &Path,
+    weak_ok: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Principal, String> {
+    let name = e.name;
+    if name.is_empty()
+        || name.len() > MAX_NAME_CHARS
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "principal name {name:?} must be 1..={MAX_NAME_CHARS} ASCII letters, digits, '_' or '-'"
+        ));
+    }
+    let (raw, from) = match (e.token_file, e.token_env) {
+        (Some(f), None) => {
+            let f = if f.is_absolute() { f } else { base.join(f) };
+            let t = read_token_file(&f).map_err(|e| e.0)?;
+            (t, format!("token file {}", f.display()))
+        }
+        (None, Some(var)) => {
+            let t = env(&var).filter(|t| !t.is_empty()).ok_or_else(|| {
+                format!("principal {name:?}: environment variable {var} is not set")
+            })?;
+            (t, format!("environment variable {var}"))
+        }
+        _ => {
+            return Err(format!(
+                "principal {name:?} must set exactly one of token_file or token_env"
+            ));
+        }
+    };
+    let token = check_token(&raw, &from, weak_ok).map_err(|e| e.0)?;
+    let policy = match &e.allowed_tools {
+        Some(list) if list.is_empty() => Err(PolicyError::EmptyAllowlist),
+        Some(list) => ToolPolicy::build(e.tool_profile.as_deref(), list),
+        None => ToolPolicy::build(e.tool_profile.as_deref(), &[]),
+    }
+    .map_err(|pe| format!("principal {name:?}: {pe}"))?;
+    Ok(Principal {
+        name,
+        token_digest: token_digest(token.as_bytes()),
+        policy,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_parsing_and_loopback() {
+        assert!(is_loopback(parse_bind("127.0.0.1:0").unwrap().ip()));
+        assert!(is_loopback(parse_bind("localhost:8000").unwrap().ip()));
+        assert!(is_loopback(parse_bind("[::1]:1").unwrap().ip()));
+        assert!(is_loopback(
+            parse_bind("[::ffff:127.0.0.1]:1").unwrap().ip()
+        ));
+        assert!(!is_loopback(parse_bind("0.0.0.0:8000").unwrap().ip()));
+        assert!(!is_loopback(parse_bind("[::]:8000").unwrap().ip()));
+        assert!(!is_loopback(parse_bind("192.168.1.20:8000").unwrap().ip()));
+        assert!(parse_bind("example.com:80").is_err());
+    }
+
+    #[test]
+    fn tokens_are_trimmed_and_checked() {
+        let long = "a".repeat(MIN_TOKEN_BYTES);
+        assert_eq!(check_token(&format!("{long}\n"), "t", false).unwrap(), long);
+        assert!(check_token("short", "t", false).is_err());
+        assert!(check_token("short", "t", true).is_ok());
+        assert!(check_token(&format!("{long} {long}"), "t", false).is_err());
+        assert!(check_token(" \n", "t", true).is_err());
+        assert_ne!(token_digest(b"a"), token_digest(b"b"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Interop with the official MCP Python SDK streamable-HTTP client (`mcp`, pinned in the
+//! Makefile) against the real `serve --http`, in both eras, each calling `Initialize`.
+//! The client side is `tests/interop/sdk_http_client.py`.
+//!
+//! Needs the venv: `make test` sets `WINX_TEST_PYTHON`; otherwise `target/venv/bin/python`
+//! (from `make venv`) is used. Without either the test fails; it never skips.
+
+#[path = "support/http.rs"]
+mod http_support;
+mod support;
+
+use crossbeam_channel::bounded;
+use http_support::{Server, TOKEN};
+use serde_json::Value;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> PathBuf {
+    let hint = "the MCP Python SDK interop tests need the project venv: run `make test` \
+                (or `make venv`, then `cargo test`)";
+    if let Some(p) = std::env::var_os("WINX_TEST_PYTHON") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "WINX_TEST_PYTHON={} does not exist; {hint}",
+            p.display()
+        );
+        return p;
+    }
+    let p = manifest_dir().join("target/venv/bin/python");
+    assert!(
+        p.is_file(),
+        "no Python interpreter for the interop tests: WINX_TEST_PYTHON is unset and {} does \
+         not exist; {hint}",
+        p.display()
+    );
+    p
+}
+
+fn run_mode(mode: &str) -> Value {
+    let server = Server::start(&[]);
+    let script = manifest_dir().join("tests/interop/sdk_http_client.py");
+    let mut child = Command::new(python())
+        .arg(&script)
+        .arg("--url")
+        .arg(format!("http://{}/mcp", server.addr))
+        .arg("--workspace")
+        .arg(&server.home.workspace)
+        .arg("--mode")
+        .arg(mode)
+        .env("WINX_TEST_HTTP_TOKEN", TOKEN)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the SDK client script");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = bounded(1);
+    std::thread::spawn(move || {
+        let (mut out, mut err) = (String::new(), String::new());
+        let _ = stdout.read_to_string(&mut out);
+        let _ = stderr.read_to_string(&mut err);
+        let _ = tx.send((out, err));
+    });
+    let Ok((out, err)) = rx.recv_timeout(SCRIPT_TIMEOUT) else {
+        let _ = child.kill();
+        panic!("{mode}: SDK client did not finish within {SCRIPT_TIMEOUT:?}");
+    };
+    let status = child.wait().unwrap();
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "{mode}: no report (exit {status})\nstderr:\n{err}\nserver:\n{}",
+                server.stderr_log()
+            )
+        });
+    let report: Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{mode}: {e}: {line}"));
+    assert_eq!(
+        report["ok"],
+        true,
+        "{mode}: {}\nstderr:\n{err}\nserver:\n{}",
+        serde_json::to_string_pretty(&report).unwrap(),
+        server.stderr_log()
+    );
+    assert!(status.success(), "{mode}: exit {status}");
+    report
+}
+
+#[test]
+fn python_sdk_http_auto_mode_uses_2026_07_28_and_initializes() {
+    let r = run_mode("auto");
+    assert_eq!(r["protocol_version"], "2026-07-28", "{r}");
+    assert!(r["thread_id"].as_str().unwrap().starts_with("ws_"), "{r}");
+}
+
+#[test]
+fn python_sdk_http_legacy_mode_uses_a_session_and_initializes() {
+    let r = run_mode("legacy");
+    assert!(
+        r["protocol_version"].as_str().unwrap().starts_with("202"),
+        "{r}"
+    );
+    assert_ne!(r["protocol_version"], "2026-07-28", "{r}");
+    assert!(r["thread_id"].as_str().unwrap().starts_with("ws_"), "{r}");
+}
