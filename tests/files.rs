@@ -384,3 +384,49 @@ fn apply_patch_and_edit_files_use_revisions() {
     );
     assert_ne!(sc(&r)["status"], "completed");
 }
+
+#[test]
+fn identical_retries_are_replayed_and_changed_targets_refused() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let args = pair_args(
+        &s,
+        json!({"file_path": "r.txt", "text_or_search_replace_blocks": "v1\n",
+        "verify_command": "echo checked >> verify.log"}),
+    );
+    let first = a.call("FileWriteOrEdit", args.clone());
+    assert_eq!(sc(&first)["status"], "completed", "{first}");
+    let again = a.call("FileWriteOrEdit", args.clone());
+    assert_eq!(sc(&again)["data"]["replayed"], true, "{again}");
+    // Replayed without writing or verifying again.
+    assert_eq!(
+        std::fs::read_to_string(a.workspace.join("verify.log")).unwrap(),
+        "checked\n"
+    );
+    std::fs::write(a.workspace.join("r.txt"), "someone else\n").unwrap();
+    let stale = a.call("FileWriteOrEdit", args.clone());
+    assert_eq!(
+        sc(&stale)["errorCode"],
+        "mutation_postcondition_changed",
+        "{stale}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(a.workspace.join("r.txt")).unwrap(),
+        "someone else\n"
+    );
+    // Concurrent identical calls are single-flight: one commits, the other replays.
+    let args2 = pair_args(
+        &s,
+        json!({"file_path": "c.txt", "text_or_search_replace_blocks": "c\n"}),
+    );
+    for id in [900, 901] {
+        a.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "FileWriteOrEdit", "arguments": args2}}));
+    }
+    let (r1, r2) = (a.recv(), a.recv());
+    let replayed = [&r1, &r2]
+        .iter()
+        .filter(|r| r["result"]["structuredContent"]["data"]["replayed"] == json!(true))
+        .count();
+    assert_eq!(replayed, 1, "{r1}\n{r2}");
+}

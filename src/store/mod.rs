@@ -3,6 +3,7 @@
 //! Invariant: the directory is 0700 and the database files are 0600 before any row is
 //! written; schema changes happen only through the numbered `MIGRATIONS`.
 
+pub mod receipts;
 pub mod sessions;
 
 use parking_lot::Mutex;
@@ -25,6 +26,14 @@ const MIGRATIONS: &[&str] = &[
         created_at_ms INTEGER NOT NULL,
         updated_at_ms INTEGER NOT NULL,
         PRIMARY KEY (principal, thread_id)
+    ) STRICT;",
+    // 2: mutation receipts of committed edits (replayed for identical retries).
+    "CREATE TABLE mutation_receipts (
+        key TEXT PRIMARY KEY,
+        targets TEXT NOT NULL,
+        text TEXT NOT NULL,
+        data TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
     ) STRICT;",
 ];
 

@@ -39,8 +39,22 @@ pub struct Verify {
     pub seconds: f64,
 }
 
-/// Plan and commit `edits` for the caller; failures come back as finished results.
+/// Plan and commit `edits` for the caller under the mutation-receipt rules (`args` are the
+/// call's arguments, the receipt key); failures come back as finished results.
 pub fn run(
+    ctx: &ToolContext,
+    tool: &str,
+    binding: &Binding,
+    args: &serde_json::Map<String, serde_json::Value>,
+    edits: Vec<FileEdit>,
+    verify: Option<Verify>,
+) -> Result<ToolOutput, ToolError> {
+    super::receipts::guarded(ctx, tool, binding, args, || {
+        run_once(ctx, tool, binding, edits, verify)
+    })
+}
+
+fn run_once(
     ctx: &ToolContext,
     tool: &str,
     binding: &Binding,

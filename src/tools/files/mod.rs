@@ -4,6 +4,7 @@ pub mod edit_error;
 pub mod edits;
 pub mod multi;
 pub mod read_files;
+pub mod receipts;
 pub mod undo;
 pub mod write;
 

@@ -103,7 +103,14 @@ pub fn multi_file_edit(
             op,
         });
     }
-    edits::run(ctx, "MultiFileEdit", &binding, edits, verify_args(map)?)
+    edits::run(
+        ctx,
+        "MultiFileEdit",
+        &binding,
+        map,
+        edits,
+        verify_args(map)?,
+    )
 }
 
 pub fn apply_patch(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
@@ -115,7 +122,14 @@ pub fn apply_patch(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
             expected_revision: a.req_str("expected_revision")?.to_string(),
         },
     };
-    edits::run(ctx, "ApplyPatch", &binding, vec![edit], verify_args(map)?)
+    edits::run(
+        ctx,
+        "ApplyPatch",
+        &binding,
+        map,
+        vec![edit],
+        verify_args(map)?,
+    )
 }
 
 pub fn edit_files(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
@@ -154,5 +168,5 @@ pub fn edit_files(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOut
         };
         edits.push(FileEdit { path, op });
     }
-    edits::run(ctx, "EditFiles", &binding, edits, verify_args(map)?)
+    edits::run(ctx, "EditFiles", &binding, map, edits, verify_args(map)?)
 }

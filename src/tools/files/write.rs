@@ -79,5 +79,5 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         path: absolute(&binding.workspace_root, path),
         op,
     };
-    edits::run(ctx, TOOL, &binding, vec![edit], verify_args(map)?)
+    edits::run(ctx, TOOL, &binding, map, vec![edit], verify_args(map)?)
 }
