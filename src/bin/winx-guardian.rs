@@ -69,10 +69,7 @@ fn main() -> ExitCode {
     // The readiness pipe must not leak into the shells and guardians we start: a child
     // holding it open would keep the starter from ever seeing EOF.
     if let Some(fd) = ready_fd {
-        unsafe {
-            let flags = nix::libc::fcntl(fd, nix::libc::F_GETFD);
-            nix::libc::fcntl(fd, nix::libc::F_SETFD, flags | nix::libc::FD_CLOEXEC);
-        }
+        winx::shell::pty::set_cloexec(fd);
     }
     // SAFETY: winxd passes the readiness pipe on this fd and nothing else owns it.
     let ready_file = ready_fd.map(|fd| unsafe { std::fs::File::from_raw_fd(fd) });

@@ -66,11 +66,16 @@ pub fn idle_for(s: &Snapshot, secs: u64, now: i64) -> bool {
     !is_active(s) && idle_ms(s, now) >= (secs as i64).saturating_mul(1000)
 }
 
-/// Ask a guardian to end its session. Returns whether it acknowledged.
+/// How long a guardian may take to end after acknowledging `Shutdown` (its 2 s SIGTERM
+/// grace plus reaping).
+const END_WAIT: Duration = Duration::from_secs(5);
+
+/// Ask a guardian to end its session and wait until it has: when this returns `true`, its
+/// processes are gone and their background slots released.
 pub fn shut_down(runtime_dir: &Path, key: &str) -> bool {
     let socket = guardian_socket(runtime_dir, key);
     matches!(
-        GuardianClient::new(&socket).call(&Request::Shutdown, PROBE_WAIT),
+        GuardianClient::new(&socket).shutdown_and_wait(END_WAIT),
         Ok(Response::Done)
     )
 }

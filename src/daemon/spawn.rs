@@ -4,8 +4,6 @@
 
 use crate::deadline::Deadline;
 use crate::wire::daemon::Request;
-use crossbeam_channel::{bounded, select};
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -90,22 +88,11 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
 
 /// Wait for the guardian's verdict on its readiness pipe, bounded by `READY_TIMEOUT`.
 fn read_ready(fd: OwnedFd) -> Result<(), String> {
-    let (tx, rx) = bounded(1);
-    std::thread::Builder::new()
-        .name("guardian-ready".into())
-        .spawn(move || {
-            let mut s = String::new();
-            let _ = std::fs::File::from(fd).read_to_string(&mut s);
-            let _ = tx.send(s);
-        })
-        .map_err(|e| e.to_string())?;
-    let deadline = Deadline::after("guardian start", READY_TIMEOUT);
-    select! {
-        recv(rx) -> msg => match msg.unwrap_or_default().trim() {
-            "ok" => Ok(()),
-            "" => Err("the guardian exited before reporting ready".into()),
-            other => Err(other.trim_start_matches("err: ").to_string()),
-        },
-        recv(deadline.receiver()) -> _ => Err(format!("{} timed out", deadline.name())),
+    let verdict =
+        crate::runtime::ready::wait_verdict(fd, Deadline::after("guardian start", READY_TIMEOUT))?;
+    match verdict.as_str() {
+        "ok" => Ok(()),
+        "" => Err("the guardian exited before reporting ready".into()),
+        other => Err(other.trim_start_matches("err: ").to_string()),
     }
 }

@@ -85,8 +85,9 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     f.write_all(text.as_bytes())
 }
 
-pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
-    let tag = &nonce[..8.min(nonce.len())];
+/// The environment of every shell and background command: the base environment without
+/// server-only variables, plus the terminal and pager settings winx relies on.
+fn shell_env(spec: &ShellSpec) -> Vec<String> {
     let mut env: Vec<String> = spec
         .env
         .iter()
@@ -101,6 +102,12 @@ pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
         "GIT_PAGER=cat".into(),
         format!("WINX_WORKSPACE_ROOT={}", spec.workspace),
     ]);
+    env
+}
+
+pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
+    let tag = &nonce[..8.min(nonce.len())];
+    let mut env = shell_env(spec);
     let common = format!(
         "{prompt}PS1=''\nPS2=''\nunset HISTFILE\nstty -echo 2>/dev/null\ncd -- {ws} 2>/dev/null\n",
         prompt = prompt_function(nonce),
@@ -162,24 +169,10 @@ pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
 
 /// Spawn a background command on its own PTY with the same environment rules.
 pub fn spawn_background(spec: &ShellSpec, cwd: &str, command: &str) -> Result<Spawned, String> {
-    let mut env: Vec<String> = spec
-        .env
-        .iter()
-        .filter(|(k, _)| {
-            !is_server_only(k) && !matches!(k.as_str(), "TERM" | "PAGER" | "GIT_PAGER")
-        })
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    env.extend([
-        "TERM=xterm-256color".to_string(),
-        "PAGER=cat".into(),
-        "GIT_PAGER=cat".into(),
-        format!("WINX_WORKSPACE_ROOT={}", spec.workspace),
-    ]);
     pty::spawn(&SpawnSpec {
         program: spec.program.clone(),
         args: vec!["-c".into(), command.into()],
-        env,
+        env: shell_env(spec),
         cwd: cwd.into(),
         rows: pty::DEFAULT_ROWS,
         cols: pty::DEFAULT_COLS,

@@ -39,8 +39,26 @@ impl GuardianClient {
         }
     }
 
+    /// Send `Shutdown` and wait (up to `linger`) until the guardian has really ended: its
+    /// side of the connection closes only when its event loop is gone.
+    pub fn shutdown_and_wait(&self, linger: Duration) -> Result<Response, ClientError> {
+        let (resp, mut s) = self.exchange(&Request::Shutdown, Duration::ZERO)?;
+        let _ = s.set_read_timeout(Some(linger));
+        let mut sink = [0u8; 64];
+        while matches!(std::io::Read::read(&mut s, &mut sink), Ok(n) if n > 0) {}
+        Ok(resp)
+    }
+
     /// Send `req`, waiting up to `wait` plus slack for the answer.
     pub fn call(&self, req: &Request, wait: Duration) -> Result<Response, ClientError> {
+        self.exchange(req, wait).map(|(r, _)| r)
+    }
+
+    fn exchange(
+        &self,
+        req: &Request,
+        wait: Duration,
+    ) -> Result<(Response, UnixStream), ClientError> {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
         let mut s = UnixStream::connect(&self.socket).map_err(gone)?;
         s.set_write_timeout(Some(ANSWER_SLACK)).map_err(gone)?;
@@ -56,6 +74,7 @@ impl GuardianClient {
         write_frame(&mut s, req).map_err(gone)?;
         s.set_read_timeout(Some(wait + ANSWER_SLACK))
             .map_err(gone)?;
-        read_frame(&mut s).map_err(gone)
+        let resp = read_frame(&mut s).map_err(gone)?;
+        Ok((resp, s))
     }
 }

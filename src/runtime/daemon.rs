@@ -4,8 +4,6 @@
 use crate::deadline::Deadline;
 use crate::wire::daemon::{PROTOCOL, Request, Response};
 use crate::wire::{Hello, read_frame, write_frame};
-use crossbeam_channel::{bounded, select};
-use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -71,20 +69,7 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("exec {}: {e}", bin.display()))?;
     drop(w);
-    let (tx, rx) = bounded(1);
-    std::thread::Builder::new()
-        .name("winxd-start".into())
-        .spawn(move || {
-            let mut s = String::new();
-            let _ = std::fs::File::from(r).read_to_string(&mut s);
-            let _ = tx.send(s);
-        })
-        .map_err(|e| e.to_string())?;
-    let deadline = Deadline::after("winxd start", START_TIMEOUT);
-    let verdict = select! {
-        recv(rx) -> m => m.unwrap_or_default(),
-        recv(deadline.receiver()) -> _ => return Err(format!("{} timed out", deadline.name())),
-    };
+    let verdict = super::ready::wait_verdict(r, Deadline::after("winxd start", START_TIMEOUT))?;
     // winxd daemonises by staying in its own session; reap it if it already exited.
     let _ = std::thread::Builder::new()
         .name("winxd-reap".into())

@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod daemon;
+pub mod ready;
 
 use crate::guardian::{self, Dialect, ShellSpec};
 use crate::wire::guardian::{Labels, Request, Response, Snapshot};

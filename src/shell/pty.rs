@@ -58,7 +58,8 @@ fn cstr(s: &str, what: &'static str) -> Result<CString, SpawnError> {
     CString::new(s).map_err(|_| SpawnError::Nul(what))
 }
 
-fn set_cloexec(fd: RawFd) {
+/// Mark `fd` close-on-exec (so it never leaks into a spawned program).
+pub fn set_cloexec(fd: RawFd) {
     // SAFETY: fcntl on an fd we own.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFD);
