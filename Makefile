@@ -36,6 +36,7 @@ test: lint venv
 bench:
 	$(CARGO) bench --bench stdio
 	$(CARGO) bench --bench shell
+	$(CARGO) bench --bench files
 	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
 
 clean:

@@ -80,12 +80,14 @@ fn profiles_filter_the_catalog() {
                 "Initialize",
                 "BashCommand",
                 "ReadFiles",
+                "ReadImage",
                 "FileWriteOrEdit",
                 "MultiFileEdit",
                 "ApplyPatch",
                 "EditFiles",
                 "VerifyEdit",
                 "UndoEdit",
+                "ContextSave",
             ][..],
         ),
         (
@@ -102,7 +104,7 @@ fn profiles_filter_the_catalog() {
                 "UndoEdit",
             ],
         ),
-        ("read-only", &["Initialize", "ReadFiles"]),
+        ("read-only", &["Initialize", "ReadFiles", "ReadImage"]),
         ("terminal", &["Initialize", "BashCommand"]),
     ] {
         let mut a = Agent::spawn_with(Opts {

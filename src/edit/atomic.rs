@@ -21,8 +21,31 @@ fn temp_path(target: &Path) -> PathBuf {
     target.with_file_name(format!(".{name}.winx-{tag}.tmp"))
 }
 
-/// Replace `target` with `bytes` atomically, keeping its permissions (or `NEW_FILE_MODE`).
-pub fn write(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// A temp file holding new content, synced to disk, not yet renamed over its target.
+pub struct Staged {
+    tmp: PathBuf,
+    pub target: PathBuf,
+}
+
+impl Staged {
+    /// Rename over the target (atomic on one file system).
+    pub fn publish(self) -> std::io::Result<()> {
+        let r = fs::rename(&self.tmp, &self.target);
+        if r.is_err() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+        r
+    }
+
+    /// Abandon the staged content.
+    pub fn discard(self) {
+        let _ = fs::remove_file(&self.tmp);
+    }
+}
+
+/// Write `bytes` to a synced temp file beside `target`, with the target's permissions
+/// (or `NEW_FILE_MODE`).
+pub fn stage(target: &Path, bytes: &[u8]) -> std::io::Result<Staged> {
     let mode = fs::metadata(target)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(NEW_FILE_MODE);
@@ -39,17 +62,32 @@ pub fn write(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()?;
-        fs::rename(&tmp, target)?;
-        if let Some(dir) = target.parent() {
-            File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        f.sync_all()
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(Staged {
+            tmp,
+            target: target.to_path_buf(),
+        }),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
     }
-    result
+}
+
+/// Make renames in `dir` durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Replace `target` with `bytes` atomically, keeping its permissions.
+pub fn write(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    stage(target, bytes)?.publish()?;
+    match target.parent() {
+        Some(dir) => sync_dir(dir),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

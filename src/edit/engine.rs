@@ -264,16 +264,56 @@ fn renumber(e: MatchError, block_index: usize) -> MatchError {
     }
 }
 
-/// Commit planned files in order, each atomically.
+/// Commit planned files: every new content is first written to a synced temp file (a
+/// failure there leaves every target untouched), then each is renamed over its target in
+/// order, then each directory is synced once.
 pub fn commit(planned: &[Planned]) -> Result<(), PartialCommit> {
-    for (i, p) in planned.iter().enumerate() {
-        if let Err(e) = atomic::write(&p.path, p.new.as_bytes()) {
+    let mut staged = Vec::with_capacity(planned.len());
+    for p in planned {
+        match atomic::stage(&p.path, p.new.as_bytes()) {
+            Ok(s) => staged.push(s),
+            Err(e) => {
+                staged.into_iter().for_each(atomic::Staged::discard);
+                return Err(PartialCommit {
+                    committed: Vec::new(),
+                    failed: p.path.clone(),
+                    untouched: planned
+                        .iter()
+                        .filter(|q| q.path != p.path)
+                        .map(|q| q.path.clone())
+                        .collect(),
+                    detail: e.to_string(),
+                });
+            }
+        }
+    }
+    let mut committed = Vec::new();
+    let mut rest = staged.into_iter();
+    while let Some(s) = rest.next() {
+        let target = s.target.clone();
+        if let Err(e) = s.publish() {
+            let untouched: Vec<PathBuf> = rest
+                .map(|s| {
+                    let t = s.target.clone();
+                    s.discard();
+                    t
+                })
+                .collect();
             return Err(PartialCommit {
-                committed: planned[..i].iter().map(|p| p.path.clone()).collect(),
-                failed: p.path.clone(),
-                untouched: planned[i + 1..].iter().map(|p| p.path.clone()).collect(),
+                committed,
+                failed: target,
+                untouched,
                 detail: e.to_string(),
             });
+        }
+        committed.push(target);
+    }
+    let mut dirs: Vec<&Path> = planned.iter().filter_map(|p| p.path.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        if let Err(e) = atomic::sync_dir(d) {
+            log::warn!("syncing {} after an edit failed: {e}", d.display());
         }
     }
     Ok(())

@@ -103,7 +103,7 @@ fn line_patches_compare_and_swap_the_revision() {
 }
 
 #[test]
-fn a_commit_failure_after_renames_is_partial() {
+fn a_failure_while_staging_writes_nothing() {
     let f = fix();
     let ok = f.ws.join("ok.txt");
     let dir = f.ws.join("d");
@@ -131,10 +131,16 @@ fn a_commit_failure_after_renames_is_partial() {
     std::fs::remove_dir(&dir).unwrap();
     std::fs::write(&dir, "not a directory").unwrap();
     let p = commit(&planned).unwrap_err();
-    assert_eq!(p.committed, vec![ok.clone()]);
+    // Staging failed before any rename: every target is untouched, and nothing is left over.
+    assert!(p.committed.is_empty());
     assert_eq!(p.failed, doomed);
-    assert!(p.untouched.is_empty());
-    assert_eq!(std::fs::read_to_string(&ok).unwrap(), "1");
+    assert_eq!(p.untouched, vec![ok.clone()]);
+    assert!(!ok.exists());
+    assert_eq!(
+        std::fs::read_dir(&f.ws).unwrap().count(),
+        1,
+        "no temp files left"
+    );
 }
 
 #[test]

@@ -84,6 +84,10 @@ impl SessionService {
         Ok(s)
     }
 
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
     /// The per-principal scratch workspace used by first calls without a workspace.
     pub fn scratch_workspace(&self, principal: &str) -> Result<PathBuf, ToolError> {
         let dir = self.state_dir.join("scratch").join(principal);

@@ -26,11 +26,16 @@ pub struct Overview {
     pub guidelines: Vec<(String, String)>,
 }
 
-pub fn build(workspace: &Path) -> Overview {
-    let (files, from_git) = match git_files(workspace) {
+/// Workspace-relative files, honouring .gitignore; `true` when git listed them.
+pub fn list_files(workspace: &Path) -> (Vec<String>, bool) {
+    match git_files(workspace) {
         Some(f) => (f, true),
         None => (walk_files(workspace), false),
-    };
+    }
+}
+
+pub fn build(workspace: &Path) -> Overview {
+    let (files, from_git) = list_files(workspace);
     let files_seen = files.len();
     let mut tree = render_tree(&files);
     if !from_git && files_seen >= MAX_FILES_SCANNED {

@@ -39,12 +39,14 @@ pub fn definition(name: ToolName) -> Value {
         ToolName::Initialize => initialize(),
         ToolName::BashCommand => bash_command(),
         ToolName::ReadFiles => read_files(),
+        ToolName::ReadImage => read_image(),
         ToolName::FileWriteOrEdit => file_write_or_edit(),
         ToolName::MultiFileEdit => multi_file_edit(),
         ToolName::ApplyPatch => apply_patch(),
         ToolName::EditFiles => edit_files(),
         ToolName::UndoEdit => undo_edit(),
         ToolName::VerifyEdit => verify_edit(),
+        ToolName::ContextSave => context_save(),
         // Unimplemented tools are filtered out by `ToolPolicy::served`.
         other => json!({"name": other.as_str()}),
     }
@@ -60,6 +62,7 @@ fn initialize() -> Value {
             "mode": {"enum": ["wcgw", "architect", "code_writer"], "description": "Default wcgw (full access)"},
             "allowed_commands": {"type": "array", "items": {"type": "string"}, "description": "code_writer: command names, or [\"all\"]"},
             "allowed_globs": {"type": "array", "items": {"type": "string"}, "description": "code_writer: writable globs, or [\"all\"]"},
+            "task_id_to_resume": {"type": "string", "description": "Resume a task saved with ContextSave"},
         },
         "required": ["type"],
         "additionalProperties": false,
@@ -123,6 +126,27 @@ fn read_files() -> Value {
         bound(
             props.as_object().cloned().unwrap_or_default(),
             &["file_paths"],
+        ),
+        Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+    )
+}
+
+fn read_image() -> Value {
+    let props = json!({
+        "file_path": {"type": "string"},
+        "force": {"type": "boolean", "description": "Send the bytes even if this session already received this image"},
+    });
+    tool(
+        ToolName::ReadImage,
+        "View a JPEG, PNG, GIF or WebP file as image content (format sniffed from the bytes). Large images are resized to at most 2560 px and 2 MiB; an unchanged repeat returns a short reference.",
+        bound(
+            props.as_object().cloned().unwrap_or_default(),
+            &["file_path"],
         ),
         Annotations {
             read_only: true,
@@ -242,6 +266,29 @@ fn undo_edit() -> Value {
             read_only: false,
             destructive: true,
             idempotent: false,
+            open_world: false,
+        },
+    )
+}
+
+fn context_save() -> Value {
+    let props = json!({
+        "id": {"type": "string", "description": "Task id to resume later with Initialize task_id_to_resume"},
+        "project_root_path": {"type": "string"},
+        "description": {"type": "string"},
+        "relevant_file_globs": {"type": "array", "items": {"type": "string"}},
+    });
+    tool(
+        ToolName::ContextSave,
+        "Save a task memory (description plus the matched files, capped and redacted) that a new conversation resumes with Initialize task_id_to_resume.",
+        bound(
+            props.as_object().cloned().unwrap_or_default(),
+            &["id", "description"],
+        ),
+        Annotations {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
             open_world: false,
         },
     )

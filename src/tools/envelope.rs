@@ -82,14 +82,20 @@ impl Envelope {
 pub struct ToolOutput {
     pub text: String,
     pub envelope: Envelope,
+    /// Image content blocks (mime type, base64 data), sent after the text block.
+    pub images: Vec<(String, String)>,
 }
 
 impl ToolOutput {
     /// The MCP `CallToolResult` value.
     pub fn to_result(&self) -> Value {
         let structured = serde_json::to_value(&self.envelope).unwrap_or(Value::Null);
+        let mut content = vec![json!({"type": "text", "text": self.text})];
+        for (mime, data) in &self.images {
+            content.push(json!({"type": "image", "data": data, "mimeType": mime}));
+        }
         json!({
-            "content": [{"type": "text", "text": self.text}],
+            "content": content,
             "structuredContent": structured,
             "isError": self.envelope.status.is_error(),
         })

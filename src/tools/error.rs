@@ -304,7 +304,11 @@ impl ToolError {
         if let Some(next) = &envelope.next_action {
             text.push_str(&format!("\nNext: {} {}", next.tool, next.arguments));
         }
-        ToolOutput { text, envelope }
+        ToolOutput {
+            text,
+            envelope,
+            images: Vec::new(),
+        }
     }
 }
 

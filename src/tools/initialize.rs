@@ -18,6 +18,7 @@ const FIELDS: &[&str] = &[
     "mode",
     "allowed_commands",
     "allowed_globs",
+    "task_id_to_resume",
 ];
 const TYPES: &[&str] = &[
     "first_call",
@@ -35,6 +36,7 @@ struct InitArgs<'a> {
     workspace_root: Option<&'a str>,
     thread_id: Option<&'a str>,
     mode: Option<Mode>,
+    task_id_to_resume: Option<&'a str>,
 }
 
 fn parse(map: &Map<String, Value>) -> Result<InitArgs<'_>, ToolError> {
@@ -64,6 +66,9 @@ fn parse(map: &Map<String, Value>) -> Result<InitArgs<'_>, ToolError> {
             .filter(|s| !s.trim().is_empty()),
         thread_id: a.opt_str("thread_id")?.filter(|s| !s.trim().is_empty()),
         mode,
+        task_id_to_resume: a
+            .opt_str("task_id_to_resume")?
+            .filter(|s| !s.trim().is_empty()),
     })
 }
 
@@ -88,10 +93,24 @@ fn code_writer(
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let args = parse(map)?;
+    // Load a saved task first: an unknown id fails before any session is touched.
+    let resumed = match args.task_id_to_resume {
+        Some(id) => Some((id, super::files::context::resume(ctx, id)?)),
+        None => None,
+    };
+    let mut out = dispatch_type(ctx, &args)?;
+    if let Some((id, memory)) = resumed {
+        out.text.push_str(&memory);
+        out.envelope.data["resumed_task"] = json!(id);
+    }
+    Ok(out)
+}
+
+fn dispatch_type(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolError> {
     match args.kind {
-        "first_call" => first_call(ctx, &args),
+        "first_call" => first_call(ctx, args),
         "status" => {
-            let (b, recovered) = verify(ctx, &args)?;
+            let (b, recovered) = verify(ctx, args)?;
             let shell = ensure_shell(ctx, &b, false)?;
             Ok(answer(
                 ctx,
@@ -108,7 +127,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                     detail: "user_asked_mode_change requires mode".into(),
                 });
             };
-            let (b, recovered) = verify(ctx, &args)?;
+            let (b, recovered) = verify(ctx, args)?;
             let b = ctx.sessions.set_mode(ctx.principal, &b, mode)?;
             let shell = ensure_shell(ctx, &b, false)?;
             Ok(answer(
@@ -121,7 +140,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             ))
         }
         "reset_shell" => {
-            let (b, recovered) = verify(ctx, &args)?;
+            let (b, recovered) = verify(ctx, args)?;
             ctx.sessions.reset(ctx.principal, &b)?;
             let shell = ensure_shell(ctx, &b, true)?;
             Ok(answer(
@@ -133,7 +152,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 &shell,
             ))
         }
-        _ => change_workspace(ctx, &args),
+        _ => change_workspace(ctx, args),
     }
 }
 
@@ -324,6 +343,7 @@ fn answer(
     }
     let message = format!("Initialize {transition}: {}", b.thread_id);
     ToolOutput {
+        images: Vec::new(),
         text,
         envelope: Envelope::completed(TOOL, message, data),
     }

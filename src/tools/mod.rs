@@ -68,11 +68,13 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         ToolName::Initialize => initialize::call(ctx, args),
         ToolName::BashCommand => bash::call(ctx, args),
         ToolName::ReadFiles => files::read_files::call(ctx, args),
+        ToolName::ReadImage => files::image::call(ctx, args),
         ToolName::FileWriteOrEdit => files::write::call(ctx, args),
         ToolName::MultiFileEdit => files::multi::multi_file_edit(ctx, args),
         ToolName::ApplyPatch => files::multi::apply_patch(ctx, args),
         ToolName::EditFiles => files::multi::edit_files(ctx, args),
         ToolName::UndoEdit => files::undo::call(ctx, args),
+        ToolName::ContextSave => files::context::call(ctx, args),
         ToolName::VerifyEdit => files::undo::verify_edit(ctx, args),
         // `implemented()` is false for every other tool, so they never reach here.
         other => Err(ToolError::UnknownTool {

@@ -72,12 +72,14 @@ impl ToolName {
             ToolName::Initialize
                 | ToolName::BashCommand
                 | ToolName::ReadFiles
+                | ToolName::ReadImage
                 | ToolName::FileWriteOrEdit
                 | ToolName::MultiFileEdit
                 | ToolName::ApplyPatch
                 | ToolName::EditFiles
                 | ToolName::UndoEdit
                 | ToolName::VerifyEdit
+                | ToolName::ContextSave
         )
     }
 }

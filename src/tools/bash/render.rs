@@ -108,6 +108,7 @@ pub fn action(
     });
     let message = format!("BashCommand {action}: {status_line}");
     ToolOutput {
+        images: Vec::new(),
         text,
         envelope: Envelope {
             status,
@@ -185,6 +186,7 @@ fn prune_spills(dir: &std::path::Path) {
 
 pub fn screen(text: String, rows: u16, cols: u16) -> ToolOutput {
     ToolOutput {
+        images: Vec::new(),
         envelope: Envelope::completed(
             TOOL,
             format!("BashCommand screen: {rows}x{cols}"),

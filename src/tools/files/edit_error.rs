@@ -241,6 +241,7 @@ impl EditFailure {
         };
         let text = format!("Error ({code}): {message}");
         ToolOutput {
+            images: Vec::new(),
             text,
             envelope: Envelope {
                 status,

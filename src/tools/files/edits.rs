@@ -119,6 +119,7 @@ fn run_once(
         verify_after(ctx, binding, &pair, &v, &mut text, &mut env);
     }
     Ok(ToolOutput {
+        images: Vec::new(),
         text,
         envelope: env,
     })

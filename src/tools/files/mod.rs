@@ -1,7 +1,9 @@
 //! File tools: `ReadFiles` and the edit tools over the one edit engine.
 
+pub mod context;
 pub mod edit_error;
 pub mod edits;
+pub mod image;
 pub mod multi;
 pub mod read_files;
 pub mod receipts;

@@ -114,6 +114,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         env.error_code = Some("read_failed");
     }
     Ok(ToolOutput {
+        images: Vec::new(),
         text,
         envelope: env,
     })

@@ -132,6 +132,7 @@ fn replay(tool: &str, r: &Receipt) -> ToolOutput {
     let mut data: Value = serde_json::from_str(&r.data).unwrap_or_else(|_| json!({}));
     data["replayed"] = json!(true);
     ToolOutput {
+        images: Vec::new(),
         text: format!(
             "(identical call already committed; replayed without writing)\n{}",
             r.text
@@ -162,6 +163,7 @@ fn changed_since(tool: &str, binding: &Binding, changed: Vec<String>) -> ToolOut
         arguments: json!({"thread_id": binding.thread_id, "workspace_root": binding.workspace_str(), "file_paths": changed}),
     });
     ToolOutput {
+        images: Vec::new(),
         text: format!("Error (mutation_postcondition_changed): {message}"),
         envelope: env,
     }

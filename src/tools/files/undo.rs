@@ -112,6 +112,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         .map(|f| format!("Restored {}\n", f.path.display()))
         .collect::<String>();
     Ok(ToolOutput {
+        images: Vec::new(),
         text,
         envelope: Envelope::completed(
             "UndoEdit",
@@ -126,6 +127,7 @@ fn refusal(message: &str) -> ToolOutput {
     env.status = Status::Conflict;
     env.error_code = Some("undo_refused");
     ToolOutput {
+        images: Vec::new(),
         text: format!("Error (undo_refused): {message}"),
         envelope: env,
     }
@@ -168,6 +170,7 @@ pub fn verify_edit(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
         env.message = "VerifyEdit: check failed".into();
     }
     Ok(ToolOutput {
+        images: Vec::new(),
         text,
         envelope: env,
     })

@@ -1,0 +1,205 @@
+//! `ContextSave`: a task memory (description, workspace facts, the matched files' contents
+//! within caps, redacted) that `Initialize` can resume with `task_id_to_resume`.
+//!
+//! Invariant: memories are private files (0600 in 0700 directories) under the state
+//! directory, one namespace per principal; contents are redacted before they are written.
+
+use crate::deadline::unix_ms;
+use crate::files::policy;
+use crate::session::overview;
+use crate::shell::cmdpolicy::path_in_globs;
+use crate::shell::redact::Redactor;
+use crate::store::ensure_private_dir;
+use crate::tools::ToolContext;
+use crate::tools::args::Args;
+use crate::tools::envelope::{Envelope, ToolOutput};
+use crate::tools::error::ToolError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+/// Files captured per memory, bytes per file and in all: a memory is context for a fresh
+/// conversation, not a backup.
+const MAX_FILES: usize = 32;
+const MAX_FILE_BYTES: usize = 32 * 1024;
+const MAX_TOTAL_BYTES: usize = 256 * 1024;
+const FIELDS: &[&str] = &[
+    "thread_id",
+    "workspace_root",
+    "id",
+    "project_root_path",
+    "description",
+    "relevant_file_globs",
+];
+
+#[derive(Serialize, Deserialize)]
+pub struct Memory {
+    pub id: String,
+    pub project_root: String,
+    pub description: String,
+    pub saved_at_unix_ms: i64,
+    /// (workspace-relative path, text, truncated)
+    pub files: Vec<(String, String, bool)>,
+    /// Matching files left out by the caps.
+    pub omitted_files: usize,
+}
+
+fn bad(detail: impl Into<String>) -> ToolError {
+    ToolError::InvalidInput {
+        detail: detail.into(),
+    }
+}
+
+/// Where `principal`'s memory `id` lives.
+fn memory_path(ctx: &ToolContext, id: &str) -> Result<PathBuf, ToolError> {
+    let valid = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !valid || id.starts_with('.') {
+        return Err(bad(
+            "task ids are 1-64 characters of letters, digits, '-', '_' and '.'",
+        ));
+    }
+    let ns: String = Sha256::digest(ctx.principal.as_bytes())[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(ctx
+        .sessions
+        .state_dir()
+        .join("tasks")
+        .join(ns)
+        .join(format!("{id}.json")))
+}
+
+pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let a = Args::strict(map, FIELDS)?;
+    let (binding, _) = ctx.sessions.verify(
+        ctx.principal,
+        a.opt_str("thread_id")?,
+        a.opt_str("workspace_root")?,
+    )?;
+    let id = a.req_str("id")?;
+    let path = memory_path(ctx, id)?;
+    let root = match a
+        .opt_str("project_root_path")?
+        .filter(|p| !p.trim().is_empty())
+    {
+        Some(p) => policy::canonical(&super::absolute(&binding.workspace_root, p)).map_err(bad)?,
+        None => binding.workspace_root.clone(),
+    };
+    policy::may_read(&binding.workspace_root, ctx.allow_paths, &root)
+        .map_err(|reason| ToolError::InvalidInput { detail: reason })?;
+    let globs = a.opt_str_list("relevant_file_globs")?.unwrap_or_default();
+    let (mut files, mut total, mut omitted) = (Vec::new(), 0usize, 0usize);
+    if !globs.is_empty() {
+        for rel in overview::list_files(&root).0 {
+            if !path_in_globs(&root, &globs, &rel) {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(root.join(&rel)) else {
+                continue;
+            };
+            let Ok(text) = String::from_utf8(bytes) else {
+                continue;
+            };
+            if files.len() >= MAX_FILES || total >= MAX_TOTAL_BYTES {
+                omitted += 1;
+                continue;
+            }
+            let cap = MAX_FILE_BYTES.min(MAX_TOTAL_BYTES - total);
+            let mut end = text.len().min(cap);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            total += end;
+            let redacted = Redactor::global().redact(&text[..end]).0.into_owned();
+            files.push((rel, redacted, end < text.len()));
+        }
+    }
+    let memory = Memory {
+        id: id.to_string(),
+        project_root: root.to_string_lossy().into_owned(),
+        description: Redactor::global()
+            .redact(a.opt_str("description")?.unwrap_or_default())
+            .0
+            .into_owned(),
+        saved_at_unix_ms: unix_ms(),
+        files,
+        omitted_files: omitted,
+    };
+    let io = |e: std::io::Error| ToolError::StoreUnavailable {
+        detail: format!("save task memory: {e}"),
+    };
+    if let Some(dir) = path.parent() {
+        ensure_private_dir(dir).map_err(|e| ToolError::StoreUnavailable {
+            detail: e.to_string(),
+        })?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io)?;
+    f.write_all(
+        serde_json::to_string(&memory)
+            .unwrap_or_default()
+            .as_bytes(),
+    )
+    .map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)?;
+    let names: Vec<&str> = memory.files.iter().map(|(p, _, _)| p.as_str()).collect();
+    let text = format!(
+        "Saved task memory {id:?}: {} file(s){}. Resume it in a new conversation with Initialize task_id_to_resume={id:?}.\n",
+        names.len(),
+        if omitted > 0 {
+            format!(", {omitted} more matching files left out by the caps")
+        } else {
+            String::new()
+        }
+    );
+    Ok(ToolOutput {
+        images: Vec::new(),
+        text,
+        envelope: Envelope::completed(
+            "ContextSave",
+            format!("ContextSave: saved {id}"),
+            json!({"id": id, "files": names, "omitted_files": omitted, "project_root": memory.project_root}),
+        ),
+    })
+}
+
+/// The saved memory `id` of this principal, rendered for an Initialize answer.
+pub fn resume(ctx: &ToolContext, id: &str) -> Result<String, ToolError> {
+    let path = memory_path(ctx, id)?;
+    let raw = std::fs::read_to_string(&path)
+        .map_err(|_| bad(format!("no saved task {id:?} for this principal")))?;
+    let m: Memory = serde_json::from_str(&raw)
+        .map_err(|e| bad(format!("saved task {id:?} is unreadable: {e}")))?;
+    let mut out = format!(
+        "\n# Resumed task {} (project {})\n{}\n",
+        m.id, m.project_root, m.description
+    );
+    for (p, text, truncated) in &m.files {
+        out.push_str(&format!(
+            "\n## {p}{}\n{text}\n",
+            if *truncated { " (truncated)" } else { "" }
+        ));
+    }
+    if m.omitted_files > 0 {
+        out.push_str(&format!(
+            "\n({} more matching files were not saved)\n",
+            m.omitted_files
+        ));
+    }
+    Ok(out)
+}

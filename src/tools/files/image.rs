@@ -1,0 +1,563 @@
+//! `ReadImage`: one image file delivered as MCP image content.
+//!
+//! The format is sniffed from the content (JPEG, PNG, GIF, WebP), never from the name.
+//! Sources are capped at `MAX_SOURCE_BYTES`; decoding runs under dimension and allocation
+//! limits so a decompression bomb is refused instead of exhausting memory. A delivery
+//! stays within `MAX_DELIVERED_BYTES` and a `MAX_LONG_EDGE` long edge: inputs within both
+//! go out byte for byte, others are resized and re-encoded. A bounded per-session
+//! fingerprint cache answers an unchanged repeat with a compact reference unless
+//! `force: true`.
+
+use super::{absolute, coverage_key};
+use crate::files::policy;
+use crate::files::read::revision_of;
+use crate::tools::ToolContext;
+use crate::tools::args::{Args, type_name};
+use crate::tools::envelope::{Envelope, Status, ToolOutput};
+use crate::tools::error::ToolError;
+use base64::Engine;
+use image::imageops::FilterType;
+use image::{DynamicImage, ImageFormat, ImageReader, Limits};
+use parking_lot::Mutex;
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::io::{Cursor, Read};
+use std::sync::LazyLock;
+
+const TOOL: &str = "ReadImage";
+const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_path", "force"];
+
+/// Largest source file read at all.
+pub const MAX_SOURCE_BYTES: u64 = 50 * 1024 * 1024;
+/// Largest encoded image delivered.
+pub const MAX_DELIVERED_BYTES: usize = 2 * 1024 * 1024;
+/// Longest delivered edge in pixels.
+pub const MAX_LONG_EDGE: u32 = 2_560;
+/// Largest decoded width or height accepted.
+pub const MAX_DECODED_EDGE: u32 = 16_384;
+/// Most memory a decoder may allocate.
+pub const MAX_DECODE_ALLOC: u64 = 512 * 1024 * 1024;
+/// JPEG quality of re-encoded opaque images.
+const JPEG_QUALITY: u8 = 85;
+/// Each shrink step while a re-encoding is still too large keeps this share of the edge.
+const SHRINK_NUMERATOR: u32 = 3;
+const SHRINK_DENOMINATOR: u32 = 4;
+/// Smallest long edge tried before a delivery is given up.
+const MIN_LONG_EDGE: u32 = 16;
+/// Fingerprints remembered per session, and sessions remembered per process.
+pub const CACHE_PER_SESSION: usize = 64;
+pub const CACHE_SESSIONS: usize = 1_024;
+
+/// A supported source format, as sniffed from magic bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Jpeg,
+    Png,
+    Gif,
+    WebP,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Jpeg => "jpeg",
+            Kind::Png => "png",
+            Kind::Gif => "gif",
+            Kind::WebP => "webp",
+        }
+    }
+
+    pub fn mime(self) -> &'static str {
+        match self {
+            Kind::Jpeg => "image/jpeg",
+            Kind::Png => "image/png",
+            Kind::Gif => "image/gif",
+            Kind::WebP => "image/webp",
+        }
+    }
+
+    fn format(self) -> ImageFormat {
+        match self {
+            Kind::Jpeg => ImageFormat::Jpeg,
+            Kind::Png => ImageFormat::Png,
+            Kind::Gif => ImageFormat::Gif,
+            Kind::WebP => ImageFormat::WebP,
+        }
+    }
+}
+
+/// The supported format of `head` (the first bytes of a file), or a short name of what
+/// it appears to be instead.
+pub fn sniff(head: &[u8]) -> Result<Kind, &'static str> {
+    if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return Ok(Kind::Jpeg);
+    }
+    if head.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
+        return Ok(Kind::Png);
+    }
+    if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        return Ok(Kind::Gif);
+    }
+    if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
+        return Ok(Kind::WebP);
+    }
+    Err(describe_unsupported(head))
+}
+
+fn describe_unsupported(head: &[u8]) -> &'static str {
+    let starts = |p: &[u8]| head.starts_with(p);
+    let trimmed = head.trim_ascii_start();
+    if head.is_empty() {
+        "empty file"
+    } else if starts(b"%PDF") {
+        "PDF"
+    } else if starts(b"BM") {
+        "BMP"
+    } else if starts(b"II*\0") || starts(b"MM\0*") {
+        "TIFF"
+    } else if starts(&[0, 0, 1, 0]) {
+        "ICO"
+    } else if head.len() >= 12 && &head[4..8] == b"ftyp" {
+        "ISO media (HEIC/AVIF/MP4)"
+    } else if starts(b"PK\x03\x04") {
+        "ZIP archive"
+    } else if starts(b"\x7fELF") {
+        "ELF binary"
+    } else if trimmed.starts_with(b"<svg") || trimmed.starts_with(b"<?xml") {
+        "SVG/XML text"
+    } else if starts(b"RIFF") {
+        "RIFF container (not WebP)"
+    } else if !head.contains(&0)
+        && (std::str::from_utf8(head).is_ok()
+            || std::str::from_utf8(&head[..head.len().saturating_sub(3)]).is_ok())
+    {
+        "text"
+    } else {
+        "unknown binary data"
+    }
+}
+
+/// Per-session fingerprints of delivered sources (sha256 → summary), oldest first.
+struct Seen {
+    last_use: u64,
+    entries: VecDeque<(String, Value)>,
+}
+
+struct Cache {
+    tick: u64,
+    sessions: HashMap<String, Seen>,
+}
+
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| {
+    Mutex::new(Cache {
+        tick: 0,
+        sessions: HashMap::new(),
+    })
+});
+
+impl Cache {
+    fn lookup(&mut self, session: &str, sha: &str) -> Option<Value> {
+        self.tick += 1;
+        let tick = self.tick;
+        let seen = self.sessions.get_mut(session)?;
+        seen.last_use = tick;
+        let at = seen.entries.iter().position(|(s, _)| s == sha)?;
+        let entry = seen.entries.remove(at)?;
+        let summary = entry.1.clone();
+        seen.entries.push_back(entry);
+        Some(summary)
+    }
+
+    fn record(&mut self, session: &str, sha: String, summary: Value) {
+        self.tick += 1;
+        let tick = self.tick;
+        if !self.sessions.contains_key(session) && self.sessions.len() >= CACHE_SESSIONS {
+            let oldest = self
+                .sessions
+                .iter()
+                .min_by_key(|(_, s)| s.last_use)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.sessions.remove(&k);
+            }
+        }
+        let seen = self.sessions.entry(session.to_string()).or_insert(Seen {
+            last_use: tick,
+            entries: VecDeque::new(),
+        });
+        seen.last_use = tick;
+        seen.entries.retain(|(s, _)| *s != sha);
+        seen.entries.push_back((sha, summary));
+        while seen.entries.len() > CACHE_PER_SESSION {
+            seen.entries.pop_front();
+        }
+    }
+}
+
+/// A refusal with its own status, code and data.
+fn refusal(status: Status, code: &'static str, message: String, data: Value) -> ToolOutput {
+    let mut env = Envelope::completed(TOOL, message.clone(), data);
+    env.status = status;
+    env.error_code = Some(code);
+    env.retryable = matches!(status, Status::InvalidInput);
+    ToolOutput {
+        text: format!("Error ({code}): {message}"),
+        envelope: env,
+        images: Vec::new(),
+    }
+}
+
+fn decode_limits() -> Limits {
+    let mut l = Limits::default();
+    l.max_image_width = Some(MAX_DECODED_EDGE);
+    l.max_image_height = Some(MAX_DECODED_EDGE);
+    l.max_alloc = Some(MAX_DECODE_ALLOC);
+    l
+}
+
+fn decode(bytes: &[u8], kind: Kind) -> Result<DynamicImage, image::ImageError> {
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), kind.format());
+    reader.limits(decode_limits());
+    reader.decode()
+}
+
+/// An encoded delivery.
+struct Delivered {
+    mime: &'static str,
+    bytes: Vec<u8>,
+    width: u32,
+    height: u32,
+}
+
+fn has_visible_alpha(img: &DynamicImage) -> bool {
+    img.color().has_alpha() && img.to_rgba8().pixels().any(|p| p.0[3] != u8::MAX)
+}
+
+fn encode(img: &DynamicImage, alpha: bool) -> Result<Delivered, image::ImageError> {
+    let mut out = Vec::new();
+    let mime = if alpha {
+        img.to_rgba8()
+            .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)?;
+        "image/png"
+    } else {
+        let rgb = img.to_rgb8();
+        let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
+        rgb.write_with_encoder(enc)?;
+        "image/jpeg"
+    };
+    Ok(Delivered {
+        mime,
+        bytes: out,
+        width: img.width(),
+        height: img.height(),
+    })
+}
+
+/// Resize (keeping the aspect ratio) to a long edge of at most `MAX_LONG_EDGE` and
+/// re-encode, shrinking further while the encoding exceeds `MAX_DELIVERED_BYTES`.
+fn reencode(img: &DynamicImage) -> Result<Delivered, String> {
+    let alpha = has_visible_alpha(img);
+    let mut edge = img.width().max(img.height()).min(MAX_LONG_EDGE);
+    loop {
+        let scaled = if img.width().max(img.height()) <= edge {
+            img.clone()
+        } else {
+            img.resize(edge, edge, FilterType::Triangle)
+        };
+        let d = encode(&scaled, alpha).map_err(|e| format!("re-encoding failed: {e}"))?;
+        if d.bytes.len() <= MAX_DELIVERED_BYTES {
+            return Ok(d);
+        }
+        let next = edge * SHRINK_NUMERATOR / SHRINK_DENOMINATOR;
+        if next < MIN_LONG_EDGE {
+            return Err(format!(
+                "no re-encoding fits {MAX_DELIVERED_BYTES} bytes (last: {} bytes at {}×{})",
+                d.bytes.len(),
+                d.width,
+                d.height
+            ));
+        }
+        edge = next;
+    }
+}
+
+pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let a = Args::strict(map, FIELDS)?;
+    let (binding, _) = ctx.sessions.verify(
+        ctx.principal,
+        a.opt_str("thread_id")?,
+        a.opt_str("workspace_root")?,
+    )?;
+    let raw = a.req_str("file_path")?;
+    let force = match map.get("force") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ToolError::InvalidInput {
+                detail: format!("force must be a boolean, got {}", type_name(other)),
+            });
+        }
+    };
+    let abs = absolute(&binding.workspace_root, raw);
+    let path = match policy::canonical(&abs)
+        .and_then(|c| policy::may_read(&binding.workspace_root, ctx.allow_paths, &c).map(|()| c))
+    {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(refusal(
+                Status::PolicyBlocked,
+                "path_outside_allowed_roots",
+                format!("{raw}: {e}"),
+                json!({"path": raw}),
+            ));
+        }
+    };
+    let shown = path.to_string_lossy().into_owned();
+    let unusable = |code: &'static str, msg: String| {
+        Ok(refusal(
+            Status::InvalidInput,
+            code,
+            format!("{shown}: {msg}"),
+            json!({"path": shown}),
+        ))
+    };
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return unusable("file_not_found", "no such file".into());
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return unusable("permission_denied", "permission denied".into());
+        }
+        Err(e) => return unusable("io_error", format!("cannot open: {e}")),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return unusable("io_error", format!("cannot stat: {e}")),
+    };
+    if meta.is_dir() {
+        return unusable("is_directory", "is a directory".into());
+    }
+    if !meta.is_file() {
+        return unusable("not_regular_file", "not a regular file".into());
+    }
+    if meta.len() > MAX_SOURCE_BYTES {
+        return unusable(
+            "file_too_large",
+            format!(
+                "{} bytes; the source limit is {MAX_SOURCE_BYTES} bytes",
+                meta.len()
+            ),
+        );
+    }
+    // Read at most one byte past the cap: a file growing under us is still refused.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    if let Err(e) = file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes) {
+        return unusable("io_error", format!("read failed: {e}"));
+    }
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return unusable(
+            "file_too_large",
+            format!("grew past the source limit of {MAX_SOURCE_BYTES} bytes"),
+        );
+    }
+    let kind = match sniff(&bytes[..bytes.len().min(64)]) {
+        Ok(k) => k,
+        Err(detected) => {
+            return Ok(refusal(
+                Status::InvalidInput,
+                "invalid_tool_input",
+                format!(
+                    "{shown} is not a supported image: its content looks like {detected} \
+                     (supported: JPEG, PNG, GIF, WebP; the file name is not trusted)"
+                ),
+                json!({"path": shown, "detected": detected}),
+            ));
+        }
+    };
+    let sha = revision_of(&bytes);
+    let session = coverage_key(ctx.principal, &binding.thread_id);
+    if !force && let Some(summary) = CACHE.lock().lookup(&session, &sha) {
+        let message = format!(
+            "{shown} is unchanged since it was delivered earlier in this session ({sha}); \
+             the image was not sent again. Pass force: true to receive the bytes again."
+        );
+        let mut data = json!({"cached": true, "sha256": sha, "path": shown});
+        if let (Some(d), Some(s)) = (data.as_object_mut(), summary.as_object()) {
+            for (k, v) in s {
+                d.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        return Ok(ToolOutput {
+            text: message.clone(),
+            envelope: Envelope::completed(TOOL, message, data),
+            images: Vec::new(),
+        });
+    }
+    let img = match decode(&bytes, kind) {
+        Ok(i) => i,
+        Err(image::ImageError::Limits(e)) => {
+            return Ok(refusal(
+                Status::InvalidInput,
+                "image_too_large",
+                format!(
+                    "{shown}: decoding refused by limits ({e}); at most \
+                     {MAX_DECODED_EDGE}×{MAX_DECODED_EDGE} px and {MAX_DECODE_ALLOC} bytes \
+                     of decoded data"
+                ),
+                json!({"path": shown, "sourceFormat": kind.name()}),
+            ));
+        }
+        Err(e) => {
+            return unusable(
+                "image_decode_failed",
+                format!("not a valid {} image: {e}", kind.name()),
+            );
+        }
+    };
+    let (sw, sh) = (img.width(), img.height());
+    let fits = bytes.len() <= MAX_DELIVERED_BYTES && sw.max(sh) <= MAX_LONG_EDGE;
+    let delivered = if fits {
+        Delivered {
+            mime: kind.mime(),
+            bytes,
+            width: sw,
+            height: sh,
+        }
+    } else {
+        match reencode(&img) {
+            Ok(d) => d,
+            Err(msg) => return unusable("image_encode_failed", msg),
+        }
+    };
+    let resized = (delivered.width, delivered.height) != (sw, sh);
+    let summary = json!({
+        "sourceFormat": kind.name(),
+        "sourceWidth": sw,
+        "sourceHeight": sh,
+        "sourceBytes": meta.len(),
+        "mimeType": delivered.mime,
+        "width": delivered.width,
+        "height": delivered.height,
+        "bytes": delivered.bytes.len(),
+        "resized": resized,
+        "reencoded": !fits,
+    });
+    CACHE.lock().record(&session, sha.clone(), summary.clone());
+    let mut data = summary;
+    data["cached"] = json!(false);
+    data["sha256"] = json!(sha);
+    data["path"] = json!(shown);
+    let how = if fits {
+        "original bytes".to_string()
+    } else if resized {
+        format!("resized from {sw}×{sh}")
+    } else {
+        "re-encoded".to_string()
+    };
+    let message = format!(
+        "{shown}: {} {sw}×{sh} delivered as {} {}×{} ({} bytes, {how})",
+        kind.name().to_uppercase(),
+        delivered.mime,
+        delivered.width,
+        delivered.height,
+        delivered.bytes.len()
+    );
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&delivered.bytes);
+    Ok(ToolOutput {
+        text: message.clone(),
+        envelope: Envelope::completed(TOOL, message, data),
+        images: vec![(delivered.mime.to_string(), b64)],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffing_uses_magic_bytes_only() {
+        assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Ok(Kind::Jpeg));
+        assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), Ok(Kind::Png));
+        assert_eq!(sniff(b"GIF89a...."), Ok(Kind::Gif));
+        assert_eq!(sniff(b"GIF87a...."), Ok(Kind::Gif));
+        assert_eq!(sniff(b"RIFF\0\0\0\0WEBPVP8 "), Ok(Kind::WebP));
+        assert_eq!(
+            sniff(b"RIFF\0\0\0\0WAVEfmt "),
+            Err("RIFF container (not WebP)")
+        );
+        assert_eq!(sniff(b"hello, world"), Err("text"));
+        assert_eq!(sniff(b"%PDF-1.7"), Err("PDF"));
+        assert_eq!(sniff(b"  <svg xmlns"), Err("SVG/XML text"));
+        assert_eq!(sniff(b""), Err("empty file"));
+        assert_eq!(sniff(&[0xFF, 0xFE, 0x00, 0xC3]), Err("unknown binary data"));
+    }
+
+    #[test]
+    fn cache_is_bounded_per_session_and_refreshes_on_hit() {
+        let mut c = Cache {
+            tick: 0,
+            sessions: HashMap::new(),
+        };
+        for i in 0..CACHE_PER_SESSION + 1 {
+            c.record("s", format!("h{i}"), json!({}));
+        }
+        assert!(c.lookup("s", "h0").is_none());
+        assert!(c.lookup("s", "h1").is_some());
+        assert!(c.lookup("other", "h1").is_none());
+        // h1 was refreshed, so the next insertion evicts h2 instead.
+        c.record("s", "new".into(), json!({}));
+        assert!(c.lookup("s", "h1").is_some());
+        assert!(c.lookup("s", "h2").is_none());
+    }
+
+    #[test]
+    fn oversized_images_are_reencoded_within_bounds() {
+        let img = DynamicImage::ImageRgb8(image::RgbImage::from_fn(3_000, 1_000, |x, y| {
+            image::Rgb([(x % 251) as u8, (y % 241) as u8, ((x ^ y) % 256) as u8])
+        }));
+        let d = reencode(&img).unwrap();
+        assert_eq!(d.mime, "image/jpeg");
+        assert_eq!((d.width, d.height), (2_560, 853));
+        assert!(d.bytes.len() <= MAX_DELIVERED_BYTES);
+        let rgba = DynamicImage::ImageRgba8(image::RgbaImage::from_pixel(
+            10,
+            10,
+            image::Rgba([1, 2, 3, 4]),
+        ));
+        assert_eq!(reencode(&rgba).unwrap().mime, "image/png");
+    }
+
+    #[test]
+    fn decompression_bombs_hit_the_limits() {
+        // A valid PNG header claiming 100,000 × 100,000 pixels.
+        let mut buf = Vec::new();
+        image::RgbImage::new(1, 1)
+            .write_to(&mut Cursor::new(&mut buf), ImageFormat::Png)
+            .unwrap();
+        buf[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+        buf[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+        // The IHDR CRC no longer matches; fix it so only the limits can refuse.
+        let crc = crc32(&buf[12..29]);
+        buf[29..33].copy_from_slice(&crc.to_be_bytes());
+        match decode(&buf, Kind::Png) {
+            Err(image::ImageError::Limits(_)) => {}
+            other => panic!("expected a limits error, got {:?}", other.map(|_| ())),
+        }
+    }
+
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+}
