@@ -284,6 +284,17 @@ fn undo_restores_the_last_edit_unless_changed_since() {
     std::fs::write(a.workspace.join("created.txt"), "changed by someone\n").unwrap();
     let r = a.call("UndoEdit", pair_args(&s, json!({})));
     assert_eq!(sc(&r)["errorCode"], "undo_refused", "{r}");
+    // EditFiles carries undo too.
+    edit(&mut a, &s, "third.txt", "3\n");
+    let r = a.call(
+        "EditFiles",
+        pair_args(
+            &s,
+            json!({"operation": "undo", "files": [{"file_path": "third.txt"}]}),
+        ),
+    );
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+    assert!(!a.workspace.join("third.txt").exists());
     assert!(a.workspace.join("created.txt").exists());
 }
 

@@ -193,6 +193,24 @@ async def run(args: argparse.Namespace, c: Checks, report: dict[str, Any]) -> No
         c.check(is_error, "unknown tool sets isError", sc)
         c.check(sc.get("errorCode") == "unknown_tool", "unknown tool -> unknown_tool", sc)
 
+        # --- ReadFiles and an edit: the read is the permit ------------------------------
+        with open(os.path.join(ws_root, "interop.txt"), "w") as f:
+            f.write("alpha\nbeta\n")
+        is_error, sc = await call("FileWriteOrEdit", {"thread_id": thread_id, "workspace_root": ws_root,
+            "file_path": "interop.txt",
+            "text_or_search_replace_blocks": "<<<<<<< SEARCH\nbeta\n=======\nBETA\n>>>>>>> REPLACE\n"}, "edit before read")
+        c.check(sc.get("status") == "needs_read", "an edit before reading needs a read", sc)
+        reads = (sc.get("nextAction") or {}).get("arguments") or {}
+        is_error, sc = await call("ReadFiles", reads, "read as told")
+        files = (sc.get("data") or {}).get("files") or [{}]
+        c.check(not is_error and str(files[0].get("revision", "")).startswith("sha256:"), "ReadFiles returns a revision", sc)
+        is_error, sc = await call("FileWriteOrEdit", {"thread_id": thread_id, "workspace_root": ws_root,
+            "file_path": "interop.txt",
+            "text_or_search_replace_blocks": "<<<<<<< SEARCH\nbeta\n=======\nBETA\n>>>>>>> REPLACE\n"}, "edit after read")
+        c.check(sc.get("status") == "completed", "the edit applies after the read", sc)
+        with open(os.path.join(ws_root, "interop.txt")) as f:
+            c.check(f.read() == "alpha\nBETA\n", "the file holds the edit")
+
         # --- BashCommand: real work through the session's shell -------------------------
         pair = {"thread_id": thread_id, "workspace_root": ws_root}
         is_error, sc = await call("BashCommand", {**pair, "action_json": {"command": "echo hello && false"}}, "bash false")

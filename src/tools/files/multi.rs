@@ -134,8 +134,26 @@ pub fn apply_patch(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
 
 pub fn edit_files(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let (a, binding) = bound(ctx, map, &["files", "operation"])?;
-    if let Some(op) = a.opt_enum("operation", &["apply"])? {
-        debug_assert_eq!(op, "apply");
+    if a.opt_enum("operation", &["apply", "undo"])? == Some("undo") {
+        // Undo the latest edit (of the first named file, if any) through UndoEdit.
+        let mut undo = Map::new();
+        for k in ["thread_id", "workspace_root"] {
+            if let Some(v) = map.get(k) {
+                undo.insert(k.into(), v.clone());
+            }
+        }
+        let first = map
+            .get("files")
+            .and_then(Value::as_array)
+            .and_then(|f| f.first())
+            .and_then(|f| f.get("file_path"))
+            .cloned();
+        if let Some(p) = first {
+            undo.insert("file_path".into(), p);
+        }
+        let mut out = super::undo::call(ctx, &undo)?;
+        out.envelope.tool = "EditFiles".into();
+        return Ok(out);
     }
     let mut edits = Vec::new();
     for f in objects(map, "files")? {
