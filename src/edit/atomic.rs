@@ -94,6 +94,27 @@ pub fn write(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// A crash can only land before a rename (the target is still old, a temp file may be
+    /// left beside it) or after it (the target is new): never a half-written target.
+    #[test]
+    fn every_moment_of_a_commit_leaves_old_or_new() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("f.txt");
+        let old = "o".repeat(1 << 20);
+        let new = "n".repeat(1 << 20);
+        fs::write(&p, &old).unwrap();
+        let staged = stage(&p, new.as_bytes()).unwrap();
+        // "Crash" here: the target is untouched.
+        assert_eq!(fs::read_to_string(&p).unwrap(), old);
+        staged.publish().unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), new);
+        // An abandoned stage (the crash case) never touches the target.
+        let abandoned = stage(&p, b"partial").unwrap();
+        abandoned.discard();
+        assert_eq!(fs::read_to_string(&p).unwrap(), new);
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
     #[test]
     fn replaces_and_keeps_permissions() {
         let tmp = tempfile::tempdir().unwrap();
