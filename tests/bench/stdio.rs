@@ -55,6 +55,12 @@ impl Sandbox {
         let ws = dir.path().join("project");
         std::fs::create_dir_all(ws.join("src")).expect("mkdir workspace");
         std::fs::create_dir_all(dir.path().join("home")).expect("mkdir home");
+        // A private runtime dir: the winxd and guardians this run starts are its own and
+        // are ended when the sandbox is dropped.
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(&run).expect("mkdir run");
+        std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("chmod run");
         for (name, body) in WORKSPACE_FILES {
             std::fs::write(ws.join(name), body).expect("write workspace file");
         }
@@ -75,10 +81,32 @@ impl Sandbox {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.dir.path().join("home"))
             .env("WINX_STATE_DIR", self.dir.path().join("state"))
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr);
         cmd
+    }
+}
+
+impl Drop for Sandbox {
+    /// End every process whose command line mentions the sandbox (winxd, guardians, shells).
+    fn drop(&mut self) {
+        let needle = self.dir.path().to_string_lossy().into_owned();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            if String::from_utf8_lossy(&cmdline).contains(&needle) {
+                unsafe {
+                    nix::libc::kill(-pid, nix::libc::SIGKILL);
+                    nix::libc::kill(pid, nix::libc::SIGKILL);
+                }
+            }
+        }
     }
 }
 
