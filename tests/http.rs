@@ -227,7 +227,8 @@ fn principal_config_problems_are_startup_failures() {
 fn thread_and_conversation_affinity_are_refused_until_implemented() {
     let home = Home::new();
     let tok = home.secret("token", TOKEN);
-    for mode in ["thread", "conversation", "bogus"] {
+    {
+        let mode = "bogus";
         let out = home.start_failing(
             &[
                 "serve",
@@ -934,4 +935,68 @@ fn bench_keepalive_ping() {
         );
     }
     eprintln!("RSS after: {} KiB", s.rss_kib());
+}
+
+#[test]
+fn thread_and_conversation_affinity_key_sessions_as_the_seed_says() {
+    let s = Server::start(&["--session-affinity", "thread"]);
+    let ws = path_str(&s.home.workspace);
+    let init = |id: &str, ws: &str| {
+        s.call(
+            TOKEN,
+            "Initialize",
+            json!({"type": "first_call", "workspace_root": ws, "thread_id": id}),
+        )["structuredContent"]
+            .clone()
+    };
+    let (a, b, a2) = (
+        init("conv-a", &ws),
+        init("conv-b", &ws),
+        init("conv-a", &ws),
+    );
+    assert_eq!(a["data"]["thread_id"], "conv-a", "{a}");
+    assert_ne!(
+        a["data"]["shell"]["pid"], b["data"]["shell"]["pid"],
+        "separate shells"
+    );
+    assert_eq!(
+        a["data"]["shell"]["pid"], a2["data"]["shell"]["pid"],
+        "same id reattaches"
+    );
+    let other = s.home.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let moved = init("conv-a", &path_str(&other));
+    assert_eq!(
+        moved["errorCode"], "initialize_workspace_already_bound",
+        "{moved}"
+    );
+    drop(s);
+
+    let s = Server::start(&["--session-affinity", "conversation"]);
+    let ws = path_str(&s.home.workspace);
+    let init = |conversation: &str| {
+        let mut hdrs = modern_headers("tools/call", Some("Initialize"));
+        hdrs.push(("X-Winx-Conversation-Id".into(), conversation.into()));
+        let body = modern(
+            "tools/call",
+            json!({"name": "Initialize",
+            "arguments": {"type": "first_call", "workspace_root": ws, "thread_id": "model-made-up"}}),
+        );
+        s.conn().mcp(TOKEN, &hdrs, &body).json()["result"]["structuredContent"].clone()
+    };
+    let (x, y, x2) = (
+        init("gateway-conv-1"),
+        init("gateway-conv-2"),
+        init("gateway-conv-1"),
+    );
+    let tid = x["data"]["thread_id"].as_str().unwrap().to_string();
+    assert!(tid.starts_with("cv_"), "{x}");
+    assert!(
+        !tid.contains("gateway-conv"),
+        "the identity is hashed, never shown"
+    );
+    assert_ne!(x["data"]["thread_id"], y["data"]["thread_id"]);
+    assert_ne!(x["data"]["shell"]["pid"], y["data"]["shell"]["pid"]);
+    assert_eq!(x2["data"]["thread_id"], x["data"]["thread_id"]);
+    assert_eq!(x2["data"]["shell"]["pid"], x["data"]["shell"]["pid"]);
 }

@@ -41,6 +41,8 @@ impl Handler for LocalHandler {
         let ctx = CallContext {
             principal: &self.config.principal,
             policy: &self.config.policy,
+            affinity: crate::session::Affinity::Workspace,
+            conversation: None,
         };
         self.server.handle(&ctx, req)
     }

@@ -48,12 +48,7 @@ pub mod env {
     pub const DRAIN_GRACE_MS: &str = "WINX_HTTP_DRAIN_GRACE_MS";
 }
 
-/// How remote `Initialize` calls map to logical sessions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Affinity {
-    /// (principal, canonical workspace): the session service's only keying today.
-    Workspace,
-}
+pub use crate::session::Affinity;
 
 /// An authenticated identity: its name, the digest of its token and its tool policy.
 #[derive(Clone)]
@@ -121,11 +116,8 @@ impl HttpConfig {
         }
         let affinity = match args.session_affinity.as_deref() {
             None | Some("workspace") => Affinity::Workspace,
-            Some(m @ ("thread" | "conversation")) => {
-                return Err(err(format!(
-                    "--session-affinity {m} is not supported yet; use workspace (the default)"
-                )));
-            }
+            Some("conversation") => Affinity::Conversation,
+            Some("thread") => Affinity::Thread,
             Some(other) => {
                 return Err(err(format!(
                     "unknown --session-affinity {other:?}; expected workspace, conversation or thread"

@@ -27,6 +27,9 @@ follow the result's nextAction.";
 pub struct CallContext<'a> {
     pub principal: &'a str,
     pub policy: &'a ToolPolicy,
+    pub affinity: crate::session::Affinity,
+    /// The transport's conversation identity (`Mcp-Session-Id`, `X-Winx-Conversation-Id`).
+    pub conversation: Option<&'a str>,
 }
 
 pub struct Server {
@@ -173,6 +176,8 @@ impl Server {
             sessions: &self.sessions,
             runtime: &self.runtime,
             principal: ctx.principal,
+            affinity: ctx.affinity,
+            conversation: ctx.conversation,
             redact: self.redact,
             coverage: &self.coverage,
             allow_paths: &self.allow_paths,

@@ -43,6 +43,35 @@ pub fn workspace_thread_id(principal: &str, workspace: &Path) -> String {
     format!("ws_{}_{hex}", label(workspace))
 }
 
+/// The external ID of a conversation-affinity session: `cv_<label>_<hash>` over
+/// (principal, conversation identity, workspace). The identity itself never appears.
+pub fn conversation_thread_id(principal: &str, identity: &str, workspace: &Path) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        principal.as_bytes(),
+        identity.as_bytes(),
+        workspace.as_os_str().as_encoded_bytes(),
+    ] {
+        h.update(part);
+        h.update([0u8]);
+    }
+    let digest = h.finalize();
+    let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("cv_{}_{hex}", label(workspace))
+}
+
+/// A caller-owned thread ID, normalised: trimmed, only `[A-Za-z0-9_.-]` kept, at most 128
+/// characters. `None` when nothing usable remains.
+pub fn normalize_thread_id(raw: &str) -> Option<String> {
+    let out: String = raw
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "_.-".contains(*c))
+        .take(128)
+        .collect();
+    (!out.is_empty()).then_some(out)
+}
+
 fn label(workspace: &Path) -> String {
     let name = workspace
         .file_name()

@@ -22,6 +22,28 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// How a first call picks its logical session (seed 003, "Session affinity").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Affinity {
+    /// (principal, canonical workspace): parallel conversations share one shell.
+    #[default]
+    Workspace,
+    /// (principal, conversation identity, workspace); falls back to workspace affinity
+    /// when the call carries no identity.
+    Conversation,
+    /// The caller's normalised thread ID is the durable key.
+    Thread,
+}
+
+/// The logical session a first call asks for.
+pub struct SessionChoice<'a> {
+    pub affinity: Affinity,
+    /// `Mcp-Session-Id` or `X-Winx-Conversation-Id`, when the transport has one.
+    pub conversation: Option<&'a str>,
+    /// The `thread_id` the first call supplied, if any.
+    pub supplied_thread_id: Option<&'a str>,
+}
+
 /// A verified session binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Binding {
@@ -136,17 +158,46 @@ impl SessionService {
             .contains_key(&(principal.to_string(), thread_id.to_string()))
     }
 
-    /// Attach to the workspace-affinity session of (`principal`, `workspace`), creating it
-    /// if needed. `mode: None` keeps an existing mode (new sessions start in `wcgw`).
+    /// The external ID a first call maps to under `choice`.
+    pub fn choose_thread_id(principal: &str, workspace: &Path, choice: &SessionChoice) -> String {
+        let supplied = choice.supplied_thread_id.and_then(ids::normalize_thread_id);
+        match choice.affinity {
+            Affinity::Workspace => ids::workspace_thread_id(principal, workspace),
+            Affinity::Conversation => match choice.conversation.map(str::to_string).or(supplied) {
+                Some(identity) => ids::conversation_thread_id(principal, &identity, workspace),
+                None => ids::workspace_thread_id(principal, workspace),
+            },
+            Affinity::Thread => supplied.unwrap_or_else(|| {
+                let mut b = [0u8; 8];
+                let _ = getrandom::fill(&mut b);
+                format!(
+                    "th_{}",
+                    b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+                )
+            }),
+        }
+    }
+
+    /// Attach to the session `thread_id` of `principal` in `workspace`, creating it if
+    /// needed. `mode: None` keeps an existing mode (new sessions start in `wcgw`). A
+    /// caller-owned ID already bound to another workspace is refused, never repointed.
     pub fn attach_or_create(
         &self,
         principal: &str,
         workspace: &Path,
+        thread_id: &str,
         mode: Option<Mode>,
     ) -> Result<Attached, ToolError> {
-        let thread_id = ids::workspace_thread_id(principal, workspace);
+        let thread_id = thread_id.to_string();
         let was_live = self.is_live(principal, &thread_id);
         let existing = self.load(principal, &thread_id)?;
+        if let Some(b) = existing.as_ref().filter(|b| b.workspace_root != workspace) {
+            return Err(ToolError::WorkspaceAlreadyBound {
+                thread_id: thread_id.clone(),
+                bound_workspace: b.workspace_str(),
+                requested_workspace: workspace.to_string_lossy().into_owned(),
+            });
+        }
         let existed = existing.is_some();
         let mut binding = existing.unwrap_or_else(|| Binding {
             thread_id: thread_id.clone(),
@@ -278,9 +329,10 @@ mod tests {
     #[test]
     fn attach_or_create_is_idempotent() {
         let (_t, svc, ws) = setup();
-        let a = svc.attach_or_create("local", &ws, None).unwrap();
+        let tid = ids::workspace_thread_id("local", &ws);
+        let a = svc.attach_or_create("local", &ws, &tid, None).unwrap();
         assert!(!a.existed);
-        let b = svc.attach_or_create("local", &ws, None).unwrap();
+        let b = svc.attach_or_create("local", &ws, &tid, None).unwrap();
         assert!(b.existed && !b.recovered);
         assert_eq!(a.binding.thread_id, b.binding.thread_id);
     }
@@ -288,7 +340,8 @@ mod tests {
     #[test]
     fn verify_missing_mixed_and_recovered() {
         let (t, svc, ws) = setup();
-        let a = svc.attach_or_create("local", &ws, None).unwrap();
+        let tid = ids::workspace_thread_id("local", &ws);
+        let a = svc.attach_or_create("local", &ws, &tid, None).unwrap();
         let ws_s = ws.to_str().unwrap();
         let tid = a.binding.thread_id.as_str();
         assert!(matches!(

@@ -36,6 +36,12 @@ pub enum ToolError {
         bound_workspace: String,
         requested_workspace: String,
     },
+    /// A caller-owned thread ID (thread affinity) is already bound to another workspace.
+    WorkspaceAlreadyBound {
+        thread_id: String,
+        bound_workspace: String,
+        requested_workspace: String,
+    },
     /// The workspace path does not exist or is not a directory.
     WorkspaceInvalid {
         path: String,
@@ -120,6 +126,12 @@ impl ToolError {
             ToolError::WorkspaceInvalid { .. } => {
                 m(Status::InvalidInput, "workspace_invalid", true, false)
             }
+            ToolError::WorkspaceAlreadyBound { .. } => m(
+                Status::Conflict,
+                "initialize_workspace_already_bound",
+                false,
+                false,
+            ),
             ToolError::StoreUnavailable { .. } => {
                 m(Status::Failed, "state_store_unavailable", true, true)
             }
@@ -184,6 +196,15 @@ impl ToolError {
                 "session {thread_id} is bound to {bound_workspace}; a session is never repointed \
                  to {requested_workspace}. Start a new session for that project with \
                  Initialize first_call, or keep using the bound pair"
+            ),
+            ToolError::WorkspaceAlreadyBound {
+                thread_id,
+                bound_workspace,
+                requested_workspace,
+            } => format!(
+                "thread_id {thread_id} is bound to {bound_workspace}; it is never repointed to \
+                 {requested_workspace}. Keep the bound pair, or start a new conversation (a new \
+                 thread_id) for the other project"
             ),
             ToolError::WorkspaceInvalid { path, detail } => {
                 format!("workspace {path:?} cannot be used: {detail}")

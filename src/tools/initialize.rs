@@ -7,7 +7,7 @@ use super::envelope::{Envelope, ToolOutput};
 use super::error::SessionPair;
 use super::error::ToolError;
 use crate::runtime::session_key;
-use crate::session::{Attached, Binding, Mode, ids, overview};
+use crate::session::{Attached, Binding, Mode, SessionChoice, SessionService, ids, overview};
 use crate::wire::guardian::{Labels, Snapshot};
 use serde_json::{Map, Value, json};
 
@@ -169,6 +169,12 @@ fn first_call(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolErro
         })?,
         None => ctx.sessions.scratch_workspace(ctx.principal)?,
     };
+    let choice = SessionChoice {
+        affinity: ctx.affinity,
+        conversation: ctx.conversation,
+        supplied_thread_id: args.thread_id,
+    };
+    let thread_id = SessionService::choose_thread_id(ctx.principal, &workspace, &choice);
     let Attached {
         binding,
         existed,
@@ -176,7 +182,7 @@ fn first_call(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolErro
         mode_changed,
     } = ctx
         .sessions
-        .attach_or_create(ctx.principal, &workspace, args.mode.clone())?;
+        .attach_or_create(ctx.principal, &workspace, &thread_id, args.mode.clone())?;
     let transition = if existed {
         "attached_existing"
     } else {

@@ -28,6 +28,9 @@ pub struct ToolContext<'a> {
     pub sessions: &'a SessionService,
     pub runtime: &'a Runtime,
     pub principal: &'a str,
+    /// How first calls map to logical sessions, and the transport's conversation identity.
+    pub affinity: crate::session::Affinity,
+    pub conversation: Option<&'a str>,
     /// Redact secrets in command output.
     pub redact: bool,
     /// Read permits of every session in this process.
@@ -143,7 +146,7 @@ mod fuzz {
             let policy = ToolPolicy::profile(Profile::Full);
             let coverage = crate::files::coverage::Coverage::default();
             let allow = crate::files::policy::AllowPaths::default();
-            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", policy: &policy, extra_instructions: None, redact: true, coverage: &coverage, allow_paths: &allow, read_parallelism: 2 };
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, coverage: &coverage, allow_paths: &allow, read_parallelism: 2 };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

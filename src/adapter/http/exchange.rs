@@ -141,12 +141,21 @@ impl Call<'_> {
         let server = self.shared.server.clone();
         let principal = self.principal.clone();
         let permit = self.permit.clone();
+        let affinity = self.shared.affinity();
+        // Identity preference (seed 003): the MCP session, then the gateway header.
+        let conversation = self
+            .headers
+            .session
+            .clone()
+            .or_else(|| self.headers.conversation.clone());
         let job = Box::new(move || {
             let _permit = permit;
             let id = req.id.clone();
             let ctx = CallContext {
                 principal: &principal.name,
                 policy: &principal.policy,
+                affinity,
+                conversation: conversation.as_deref(),
             };
             let resp =
                 catch_unwind(AssertUnwindSafe(|| server.handle(&ctx, req))).unwrap_or_else(|_| {

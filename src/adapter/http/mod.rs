@@ -38,6 +38,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use auth::UNAUTHORIZED_DELAY;
 
 /// State shared by the accept loop and the workers.
+impl Shared {
+    pub(crate) fn affinity(&self) -> crate::session::Affinity {
+        self.cfg.affinity
+    }
+}
+
 pub(crate) struct Shared {
     cfg: HttpConfig,
     server: Arc<Server>,

@@ -15,6 +15,7 @@ use tiny_http::{Header, Request, StatusCode};
 pub type Reply = tiny_http::Response<Cursor<Vec<u8>>>;
 
 pub const SESSION_HEADER: &str = "Mcp-Session-Id";
+pub const CONVERSATION_HEADER: &str = "X-Winx-Conversation-Id";
 pub const VERSION_HEADER: &str = "MCP-Protocol-Version";
 pub const METHOD_HEADER: &str = "Mcp-Method";
 pub const NAME_HEADER: &str = "Mcp-Name";
@@ -138,6 +139,8 @@ pub struct McpHeaders {
     pub method: Option<String>,
     pub name: Option<String>,
     pub session: Option<String>,
+    /// `X-Winx-Conversation-Id`, injected by a reviewed gateway (conversation affinity).
+    pub conversation: Option<String>,
     /// A routing header that appears more than once.
     pub duplicated: Option<&'static str>,
 }
@@ -153,6 +156,7 @@ impl McpHeaders {
             method: get(METHOD_HEADER),
             name: get(NAME_HEADER),
             session: get(SESSION_HEADER),
+            conversation: get(CONVERSATION_HEADER).filter(|v| !v.is_empty()),
             duplicated,
         }
     }
