@@ -111,15 +111,7 @@ fn dispatch_type(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolE
         "first_call" => first_call(ctx, args),
         "status" => {
             let (b, recovered) = verify(ctx, args)?;
-            let shell = ensure_shell(ctx, &b, false)?;
-            Ok(answer(
-                ctx,
-                &b,
-                "status",
-                recovered || shell.created,
-                false,
-                &shell,
-            ))
+            attached(ctx, &b, "status", recovered, false)
         }
         "user_asked_mode_change" => {
             let Some(mode) = args.mode.clone() else {
@@ -129,28 +121,12 @@ fn dispatch_type(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolE
             };
             let (b, recovered) = verify(ctx, args)?;
             let b = ctx.sessions.set_mode(ctx.principal, &b, mode)?;
-            let shell = ensure_shell(ctx, &b, false)?;
-            Ok(answer(
-                ctx,
-                &b,
-                "mode_changed",
-                recovered || shell.created,
-                false,
-                &shell,
-            ))
+            attached(ctx, &b, "mode_changed", recovered, false)
         }
         "reset_shell" => {
             let (b, recovered) = verify(ctx, args)?;
             ctx.sessions.reset(ctx.principal, &b)?;
-            let shell = ensure_shell(ctx, &b, true)?;
-            Ok(answer(
-                ctx,
-                &b,
-                "reset",
-                recovered || shell.created,
-                false,
-                &shell,
-            ))
+            attached(ctx, &b, "reset", recovered, true)
         }
         _ => change_workspace(ctx, args),
     }
@@ -218,17 +194,7 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
         Some(thread_id),
         Some(&requested.to_string_lossy()),
     ) {
-        Ok((b, recovered)) => {
-            let shell = ensure_shell(ctx, &b, false)?;
-            Ok(answer(
-                ctx,
-                &b,
-                "status",
-                recovered || shell.created,
-                false,
-                &shell,
-            ))
-        }
+        Ok((b, recovered)) => attached(ctx, &b, "status", recovered, false),
         Err(ToolError::BindingConflict {
             thread_id,
             bound_workspace,
@@ -244,6 +210,25 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
 
 /// Build the answer. `full` adds the workspace overview and guidelines; repeated calls
 /// for a known session answer compactly.
+/// Attach (or reset) the shell of an already verified session and answer compactly.
+fn attached(
+    ctx: &ToolContext,
+    b: &Binding,
+    transition: &str,
+    recovered: bool,
+    reset: bool,
+) -> Result<ToolOutput, ToolError> {
+    let shell = ensure_shell(ctx, b, reset)?;
+    Ok(answer(
+        ctx,
+        b,
+        transition,
+        recovered || shell.created,
+        false,
+        &shell,
+    ))
+}
+
 /// The session's shell as Initialize reports it.
 struct ShellInfo {
     snapshot: Snapshot,

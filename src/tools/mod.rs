@@ -42,6 +42,22 @@ pub struct ToolContext<'a> {
     pub extra_instructions: Option<&'a str>,
 }
 
+/// The start of every session-bound tool: strict arguments, then the verified
+/// `thread_id` + `workspace_root` pair (nothing else runs before it is accepted).
+pub fn session_args<'m>(
+    ctx: &ToolContext,
+    map: &'m Map<String, Value>,
+    fields: &[&str],
+) -> Result<(args::Args<'m>, crate::session::Binding), ToolError> {
+    let a = args::Args::strict(map, fields)?;
+    let (binding, _) = ctx.sessions.verify(
+        ctx.principal,
+        a.opt_str("thread_id")?,
+        a.opt_str("workspace_root")?,
+    )?;
+    Ok((a, binding))
+}
+
 /// Resolve the name, enforce policy, run the tool. Never panics on bad input.
 pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> ToolOutput {
     let tool = match ToolName::parse(name) {

@@ -7,7 +7,6 @@ pub mod action;
 pub(crate) mod render;
 
 use super::ToolContext;
-use super::args::Args;
 use super::envelope::ToolOutput;
 use super::error::{SessionPair, ToolError};
 use crate::runtime::{ClientError, session_key};
@@ -21,12 +20,7 @@ use std::time::Duration;
 const TOOL: &str = "BashCommand";
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let a = Args::strict(map, action::FIELDS)?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
-    )?;
+    let (a, binding) = crate::tools::session_args(ctx, map, action::FIELDS)?;
     let act = action::parse_action(map.get("action_json"))?;
     action::check_sizes(&act)?;
     let policy = a.opt_enum("wait_policy", POLICIES)?.unwrap_or("adaptive");

@@ -11,7 +11,6 @@ use crate::shell::cmdpolicy::path_in_globs;
 use crate::shell::redact::Redactor;
 use crate::store::ensure_private_dir;
 use crate::tools::ToolContext;
-use crate::tools::args::Args;
 use crate::tools::envelope::{Envelope, ToolOutput};
 use crate::tools::error::ToolError;
 use serde::{Deserialize, Serialize};
@@ -78,12 +77,7 @@ fn memory_path(ctx: &ToolContext, id: &str) -> Result<PathBuf, ToolError> {
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let a = Args::strict(map, FIELDS)?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
-    )?;
+    let (a, binding) = crate::tools::session_args(ctx, map, FIELDS)?;
     let id = a.req_str("id")?;
     let path = memory_path(ctx, id)?;
     let root = match a

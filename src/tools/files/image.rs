@@ -12,7 +12,7 @@ use super::{absolute, coverage_key};
 use crate::files::policy;
 use crate::files::read::revision_of;
 use crate::tools::ToolContext;
-use crate::tools::args::{Args, type_name};
+use crate::tools::args::type_name;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::ToolError;
 use base64::Engine;
@@ -282,12 +282,7 @@ fn reencode(img: &DynamicImage) -> Result<Delivered, String> {
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let a = Args::strict(map, FIELDS)?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
-    )?;
+    let (a, binding) = crate::tools::session_args(ctx, map, FIELDS)?;
     let raw = a.req_str("file_path")?;
     let force = match map.get("force") {
         None | Some(Value::Null) => false,

@@ -33,13 +33,7 @@ fn bound<'a>(
     map: &'a Map<String, Value>,
     own: &[&'static str],
 ) -> Result<(Args<'a>, Binding), ToolError> {
-    let a = Args::strict(map, &fields(own))?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
-    )?;
-    Ok((a, binding))
+    crate::tools::session_args(ctx, map, &fields(own))
 }
 
 fn objects<'a>(

@@ -6,7 +6,6 @@ use crate::files::policy;
 use crate::files::ranges::{PathSpec, parse_spec};
 use crate::files::read::{DEFAULT_CALL_BUDGET_BYTES, read_batch};
 use crate::tools::ToolContext;
-use crate::tools::args::Args;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value, json};
@@ -17,12 +16,7 @@ const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_paths"];
 pub const MAX_PATHS: usize = 64;
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let a = Args::strict(map, FIELDS)?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
-    )?;
+    let (a, binding) = crate::tools::session_args(ctx, map, FIELDS)?;
     let paths = a.opt_str_list("file_paths")?.unwrap_or_default();
     if paths.is_empty() || paths.len() > MAX_PATHS {
         return Err(ToolError::InvalidInput {

@@ -6,7 +6,6 @@ use super::edits::Verify;
 use crate::edit::atomic;
 use crate::edit::engine::{Planned, revision};
 use crate::tools::ToolContext;
-use crate::tools::args::Args;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
 use parking_lot::Mutex;
@@ -57,12 +56,7 @@ pub fn record(session: &str, planned: &[Planned]) {
 const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_path"];
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let a = Args::strict(map, FIELDS)?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
-    )?;
+    let (a, binding) = crate::tools::session_args(ctx, map, FIELDS)?;
     let session = super::coverage_key(ctx.principal, &binding.thread_id);
     let wanted = a
         .opt_str("file_path")?
@@ -135,7 +129,8 @@ fn refusal(message: &str) -> ToolOutput {
 
 /// `VerifyEdit`: rerun only the check of an earlier edit.
 pub fn verify_edit(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let a = Args::strict(
+    let (_, binding) = crate::tools::session_args(
+        ctx,
         map,
         &[
             "thread_id",
@@ -143,11 +138,6 @@ pub fn verify_edit(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
             "verify_command",
             "verify_wait_for_seconds",
         ],
-    )?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
     )?;
     let Some(v): Option<Verify> = super::write::verify_args(map)? else {
         return Err(ToolError::InvalidInput {

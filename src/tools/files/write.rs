@@ -51,12 +51,7 @@ pub fn verify_args(map: &Map<String, Value>) -> Result<Option<Verify>, ToolError
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let a = Args::strict(map, FIELDS)?;
-    let (binding, _) = ctx.sessions.verify(
-        ctx.principal,
-        a.opt_str("thread_id")?,
-        a.opt_str("workspace_root")?,
-    )?;
+    let (a, binding) = crate::tools::session_args(ctx, map, FIELDS)?;
     let path = a.req_str("file_path")?;
     let text = a.req_str("text_or_search_replace_blocks")?;
     if let Some(p) = map.get("percentage_to_change")
