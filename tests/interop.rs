@@ -11,7 +11,6 @@ mod support;
 use crossbeam_channel::{RecvTimeoutError, bounded};
 use serde_json::Value;
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use winx::tools::catalog::CATALOG_BUDGET_BYTES;
@@ -20,33 +19,6 @@ use winx::tools::catalog::CATALOG_BUDGET_BYTES;
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The issue asks for each mode to connect "in well under a second".
 const MAX_CONNECT_MS: f64 = 1000.0;
-
-fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The venv interpreter with the pinned SDK; panics with instructions when it is missing.
-fn python() -> PathBuf {
-    let hint = "the MCP Python SDK interop tests need the project venv: run `make test` \
-                (or `make venv`, then `cargo test`)";
-    if let Some(p) = std::env::var_os("WINX_TEST_PYTHON") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "WINX_TEST_PYTHON={} does not exist; {hint}",
-            p.display()
-        );
-        return p;
-    }
-    let p = manifest_dir().join("target/venv/bin/python");
-    assert!(
-        p.is_file(),
-        "no Python interpreter for the interop tests: WINX_TEST_PYTHON is unset and {} \
-         does not exist; {hint}",
-        p.display()
-    );
-    p
-}
 
 struct Run {
     status: std::process::ExitStatus,
@@ -69,8 +41,8 @@ fn run_script(mode: &str) -> Run {
     std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     std::fs::write(workspace.join("README.md"), "# interop fixture\n").unwrap();
 
-    let python = python();
-    let script = manifest_dir().join("tests/interop/sdk_client.py");
+    let python = support::python();
+    let script = support::manifest_dir().join("tests/interop/sdk_client.py");
     assert!(script.is_file(), "missing {}", script.display());
     let mut child = Command::new(&python)
         .arg(&script)

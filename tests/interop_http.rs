@@ -13,42 +13,15 @@ use crossbeam_channel::bounded;
 use http_support::{Server, TOKEN};
 use serde_json::Value;
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> PathBuf {
-    let hint = "the MCP Python SDK interop tests need the project venv: run `make test` \
-                (or `make venv`, then `cargo test`)";
-    if let Some(p) = std::env::var_os("WINX_TEST_PYTHON") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "WINX_TEST_PYTHON={} does not exist; {hint}",
-            p.display()
-        );
-        return p;
-    }
-    let p = manifest_dir().join("target/venv/bin/python");
-    assert!(
-        p.is_file(),
-        "no Python interpreter for the interop tests: WINX_TEST_PYTHON is unset and {} does \
-         not exist; {hint}",
-        p.display()
-    );
-    p
-}
-
 fn run_mode(mode: &str) -> Value {
     let server = Server::start(&[]);
-    let script = manifest_dir().join("tests/interop/sdk_http_client.py");
-    let mut child = Command::new(python())
+    let script = support::manifest_dir().join("tests/interop/sdk_http_client.py");
+    let mut child = Command::new(support::python())
         .arg(&script)
         .arg("--url")
         .arg(format!("http://{}/mcp", server.addr))

@@ -339,3 +339,31 @@ pub fn processes_mentioning(path: &std::path::Path) -> Vec<i32> {
     }
     out
 }
+
+/// The repository root (for test scripts and the venv).
+pub fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The venv interpreter with the pinned SDK; panics with instructions when it is missing.
+pub fn python() -> PathBuf {
+    let hint = "the MCP Python SDK interop tests need the project venv: run `make test` \
+                (or `make venv`, then `cargo test`)";
+    if let Some(p) = std::env::var_os("WINX_TEST_PYTHON") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "WINX_TEST_PYTHON={} does not exist; {hint}",
+            p.display()
+        );
+        return p;
+    }
+    let p = manifest_dir().join("target/venv/bin/python");
+    assert!(
+        p.is_file(),
+        "no Python interpreter for the interop tests: WINX_TEST_PYTHON is unset and {} \
+         does not exist; {hint}",
+        p.display()
+    );
+    p
+}
