@@ -21,6 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "report.rs"]
+mod report;
+use report::{Report, Samples, vm_rss_mib};
+
 const BIN: &str = env!("CARGO_BIN_EXE_winx-code-agent");
 /// No single wait may exceed this, so a hung server fails the run instead of blocking it.
 const HARD_TIMEOUT: Duration = Duration::from_secs(20);
@@ -120,14 +124,6 @@ fn procs_mentioning(path: &Path) -> Vec<(i32, Vec<String>)> {
         }
     }
     out
-}
-
-/// VmRSS in MiB; `None` once the process is gone (or a zombie, which has no VmRSS).
-fn vm_rss_mib(pid: i32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-    let kib: f64 = line.split_whitespace().next()?.parse().ok()?;
-    Some(kib / 1024.0)
 }
 
 /// RSS of the live sandbox processes whose executable is `name` (basename of argv[0]),
@@ -359,70 +355,10 @@ fn raw_pty_round_trips(sb: &Sandbox) -> Samples {
 
 /// Sorted samples; nearest-rank percentiles, so every figure is a real sample (p0 is the
 /// minimum, p100 the maximum).
-struct Samples(Vec<Duration>);
-
-impl Samples {
-    fn new(mut v: Vec<Duration>) -> Samples {
-        assert!(!v.is_empty(), "no samples");
-        v.sort();
-        Samples(v)
-    }
-
-    fn pct(&self, p: f64) -> f64 {
-        let rank = ((p / 100.0) * self.0.len() as f64).ceil() as usize;
-        self.0[rank.clamp(1, self.0.len()) - 1].as_secs_f64() * 1e3
-    }
-}
-
-/// Figures in print order: (name, value, unit, target); `value <= target` passes.
-#[derive(Default)]
-struct Report(Vec<(String, f64, &'static str, Option<f64>)>);
-
-impl Report {
-    fn add(&mut self, name: &str, value: f64, unit: &'static str, target: Option<f64>) {
-        self.0.push((name.to_string(), value, unit, target));
-    }
-
-    /// `<name>.p50` (against `p50_target`), `.p99` and `.max`, in ms.
-    fn latency(&mut self, name: &str, s: &Samples, p50_target: Option<f64>) {
-        self.add(&format!("{name}.p50"), s.pct(50.0), "ms", p50_target);
-        self.add(&format!("{name}.p99"), s.pct(99.0), "ms", None);
-        self.add(&format!("{name}.max"), s.pct(100.0), "ms", None);
-    }
-
-    fn print(&self) {
-        let rule = "-".repeat(62);
-        let header = format!("{:<26} {:>14} {:>12}  result", "figure", "value", "target");
-        println!("\n{header}\n{rule}");
-        let (mut metrics, mut misses) = (serde_json::Map::new(), Vec::new());
-        for (name, value, unit, target) in &self.0 {
-            let pass = target.map(|t| *value <= t);
-            // Counts are integers; times, MiB and ratios need the decimals.
-            let digits = if unit.is_empty() { 0 } else { 3 };
-            let value_s = format!("{value:.digits$} {unit}");
-            let target_s = target.map_or("-".into(), |t| format!("<= {t} {unit}"));
-            let result = pass.map_or("info", |p| if p { "PASS" } else { "MISS" });
-            println!("{name:<26} {:>14} {target_s:>12}  {result}", value_s.trim());
-            if pass == Some(false) {
-                misses.push(name.clone());
-            }
-            let v = json!({"value": value, "unit": unit, "target": target, "pass": pass});
-            metrics.insert(name.clone(), v);
-        }
-        let with_target = self.0.iter().filter(|r| r.3.is_some()).count();
-        let n = misses.len();
-        println!("{rule}\n{with_target} figures with targets, {n} MISS");
-        let all_pass = misses.is_empty();
-        let line =
-            json!({"bench": "shell", "metrics": metrics, "misses": misses, "all_pass": all_pass});
-        println!("{line}");
-    }
-}
-
 fn main() {
     // Arguments from `cargo bench` (`--bench`, filters) are ignored: this is one program.
     let sb = Sandbox::new();
-    let mut r = Report::default();
+    let mut r = Report::new("shell");
     let dir = sb.dir.path().display();
     eprintln!("winx shell bench: {BIN} (sandbox {dir})");
     let ws = sb.workspace.to_string_lossy().into_owned();
