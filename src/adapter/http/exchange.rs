@@ -50,15 +50,19 @@ pub fn run(shared: &Arc<Shared>, a: Admitted) {
         }
     };
     let headers = McpHeaders::read(&rq);
-    let call = Call {
+    let reply = Call {
         shared,
         principal: &principal,
         permit: &permit,
         headers: &headers,
         framing,
         deadline,
-    };
-    let reply = call.answer(&body);
+    }
+    .answer(&body);
+    // Give the concurrency slot back before writing: a client that sends its next request
+    // as soon as it reads this answer must not find its own finished request still holding
+    // the slot. A handler still running past the deadline keeps its own clone.
+    drop(permit);
     super::reply::write(rq, reply);
 }
 
