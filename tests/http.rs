@@ -374,35 +374,33 @@ fn finish_held(c: &mut Conn) -> Resp {
     c.read().expect("answer to the held request")
 }
 
-#[test]
-fn global_concurrency_exhausted_gets_503_with_retry_after() {
-    let s = Server::start(&["--max-concurrency", "1"]);
+/// Hold a request that provably owns the only concurrency slot (`--max-concurrency 1`):
+/// probes get 503 only while another request holds it, and probes release their own slot
+/// before answering, so a 503 is the event "the held request was admitted". A held request
+/// that lost the admission race to a probe is replaced. Returns it with the probe's 503.
+fn hold_admitted(s: &Server) -> (Conn, Resp) {
     let hdrs = modern_headers("server/discover", None);
-    // Admission is asynchronous, so the held request can lose the single slot to a probe
-    // that is still in flight; then it is itself refused and the scenario starts again.
     for _ in 0..20 {
-        let mut held = hold_a_request(&s);
-        let mut got_503 = None;
-        // Probe until the held request has been admitted (bounded in time, not count:
-        // a busy machine can take a while to hand the held request to a worker).
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let held = hold_a_request(s);
+        let until = std::time::Instant::now() + Duration::from_secs(3);
         while std::time::Instant::now() < until {
             let r = s.conn().mcp(TOKEN, &hdrs, &discover());
             if r.status == 503 {
-                got_503 = Some(r);
-                break;
+                return (held, r);
             }
         }
-        let held_status = finish_held(&mut held).status;
-        if held_status == 503 {
-            continue;
-        }
-        assert_retry_after(&got_503.expect("no 503 while the only slot was taken"), 503);
-        assert_eq!(held_status, 200);
-        assert_eq!(s.conn().mcp(TOKEN, &hdrs, &discover()).status, 200);
-        return;
     }
-    panic!("the held request never kept the only slot");
+    panic!("the held request never owned the only slot");
+}
+
+#[test]
+fn global_concurrency_exhausted_gets_503_with_retry_after() {
+    let s = Server::start(&["--max-concurrency", "1", "--requests-per-minute", "1000000"]);
+    let (mut held, refused) = hold_admitted(&s);
+    assert_retry_after(&refused, 503);
+    assert_eq!(finish_held(&mut held).status, 200);
+    let hdrs = modern_headers("server/discover", None);
+    assert_eq!(s.conn().mcp(TOKEN, &hdrs, &discover()).status, 200);
 }
 
 #[test]
@@ -826,11 +824,9 @@ fn bad_input_is_refused_and_the_server_keeps_serving() {
 
 #[test]
 fn sigterm_flips_readiness_and_finishes_in_flight_requests() {
-    let mut s = Server::start(&[]);
-    let mut held = hold_a_request(&s);
-    // Wait (event-driven) until the held request was admitted: a /readyz round trip after
-    // a healthz proves the accept loop processed the earlier request.
-    assert_eq!(s.conn().request("GET", "/healthz", &[], b"").status, 200);
+    let mut s = Server::start(&["--max-concurrency", "1", "--requests-per-minute", "1000000"]);
+    // The held request must be in flight (admitted) before the signal.
+    let (mut held, _) = hold_admitted(&s);
     s.signal(nix::sys::signal::Signal::SIGTERM);
     let mut readiness = 0;
     for _ in 0..200 {

@@ -153,7 +153,6 @@ impl Call<'_> {
             .clone()
             .or_else(|| self.headers.conversation.clone());
         let job = Box::new(move || {
-            let _permit = permit;
             let id = req.id.clone();
             let ctx = CallContext {
                 principal: &principal.name,
@@ -171,6 +170,8 @@ impl Call<'_> {
                         ),
                     )
                 });
+            // The work is done: release the slot before the answer can reach the client.
+            drop(permit);
             let _ = tx.send(resp);
         });
         if self.shared.handlers.try_submit(job).is_err() {
