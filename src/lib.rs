@@ -18,5 +18,6 @@ pub mod runtime;
 pub mod session;
 pub mod shell;
 pub mod store;
+pub mod tasks;
 pub mod tools;
 pub mod wire;

@@ -65,6 +65,8 @@ pub enum ErrorCode {
     HeaderMismatch,
     /// 2026-07-28: the requested protocol version is not supported.
     UnsupportedProtocolVersion,
+    /// 2026-07-28: the request needs a client capability it did not declare.
+    MissingClientCapability,
     /// The request was cancelled before it ran.
     RequestCancelled,
 }
@@ -78,6 +80,7 @@ impl ErrorCode {
             ErrorCode::InvalidParams => -32602,
             ErrorCode::InternalError => -32603,
             ErrorCode::HeaderMismatch => -32020,
+            ErrorCode::MissingClientCapability => -32021,
             ErrorCode::UnsupportedProtocolVersion => -32022,
             ErrorCode::RequestCancelled => -32800,
         }
@@ -109,6 +112,15 @@ impl RpcError {
     pub fn invalid_params(message: impl Into<String>) -> RpcError {
         RpcError::new(ErrorCode::InvalidParams, message)
     }
+
+    /// The JSON-RPC `error` object.
+    pub fn to_json(&self) -> Value {
+        let mut err = json!({"code": self.code.code(), "message": self.message});
+        if let Some(data) = &self.data {
+            err["data"] = data.clone();
+        }
+        err
+    }
 }
 
 /// An answer to a request (or to an unparseable message, with `id: null`).
@@ -137,13 +149,7 @@ impl Response {
         let id = self.id.as_ref().map_or(Value::Null, Id::to_value);
         match &self.outcome {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(e) => {
-                let mut err = json!({"code": e.code.code(), "message": e.message});
-                if let Some(data) = &e.data {
-                    err["data"] = data.clone();
-                }
-                json!({"jsonrpc": "2.0", "id": id, "error": err})
-            }
+            Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()}),
         }
     }
 

@@ -3,5 +3,6 @@
 
 pub mod protocol;
 pub mod server;
+pub mod tasks;
 
 pub use server::{CallContext, Server};

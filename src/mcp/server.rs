@@ -1,15 +1,19 @@
 //! `Server::handle`: one JSON-RPC request in, one response out. Shared by every transport.
 
 use super::protocol::{self, META_SERVER_INFO};
+use super::tasks::{self, Augment};
 use crate::build_info;
 use crate::config::Config;
 use crate::config::profile::ToolPolicy;
 use crate::jsonrpc::{ErrorCode, Notification, Request, Response, RpcError};
 use crate::runtime::Runtime;
 use crate::session::SessionService;
+use crate::tasks::store::TaskStore;
+use crate::tasks::wire::{self, Dialect};
 use crate::tools::catalog;
 use crate::tools::{ToolContext, dispatch};
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 pub const SERVER_NAME: &str = "winx-code-agent";
 
@@ -33,16 +37,69 @@ pub struct CallContext<'a> {
 }
 
 pub struct Server {
-    sessions: SessionService,
+    shared: Arc<Shared>,
     /// `tools` arrays by served tool set.
     catalogs: parking_lot::Mutex<std::collections::HashMap<String, Value>>,
+    instructions: String,
+    tasks: Arc<TaskStore>,
+}
+
+/// What tool calls use, shared with task runner threads.
+pub(super) struct Shared {
+    sessions: SessionService,
     coverage: crate::files::coverage::Coverage,
     allow_paths: crate::files::policy::AllowPaths,
     read_parallelism: usize,
     runtime: Runtime,
     redact: bool,
-    instructions: String,
     extra_instructions: Option<String>,
+}
+
+/// An owned `CallContext`, for work that outlives its request (a task runner).
+#[derive(Clone)]
+pub(super) struct OwnedCall {
+    pub principal: String,
+    pub policy: ToolPolicy,
+    pub affinity: crate::session::Affinity,
+    pub conversation: Option<String>,
+}
+
+impl OwnedCall {
+    pub fn of(ctx: &CallContext) -> OwnedCall {
+        OwnedCall {
+            principal: ctx.principal.to_string(),
+            policy: ctx.policy.clone(),
+            affinity: ctx.affinity,
+            conversation: ctx.conversation.map(str::to_string),
+        }
+    }
+
+    pub fn borrow(&self) -> CallContext<'_> {
+        CallContext {
+            principal: &self.principal,
+            policy: &self.policy,
+            affinity: self.affinity,
+            conversation: self.conversation.as_deref(),
+        }
+    }
+}
+
+impl Shared {
+    pub fn tool_ctx<'a>(&'a self, ctx: &CallContext<'a>) -> ToolContext<'a> {
+        ToolContext {
+            sessions: &self.sessions,
+            runtime: &self.runtime,
+            principal: ctx.principal,
+            affinity: ctx.affinity,
+            conversation: ctx.conversation,
+            redact: self.redact,
+            coverage: &self.coverage,
+            allow_paths: &self.allow_paths,
+            read_parallelism: self.read_parallelism,
+            policy: ctx.policy,
+            extra_instructions: self.extra_instructions.as_deref(),
+        }
+    }
 }
 
 impl Server {
@@ -53,20 +110,23 @@ impl Server {
             instructions.push_str(extra);
         }
         Server {
-            sessions: SessionService::new(config.state_dir.clone()),
+            shared: Arc::new(Shared {
+                sessions: SessionService::new(config.state_dir.clone()),
+                coverage: Default::default(),
+                allow_paths: config.allow_paths.clone(),
+                read_parallelism: config.read_parallelism,
+                runtime: Runtime::new(config.runtime.clone()),
+                redact: config.redact,
+                extra_instructions: config.server_instructions.clone(),
+            }),
             catalogs: Default::default(),
-            coverage: Default::default(),
-            allow_paths: config.allow_paths.clone(),
-            read_parallelism: config.read_parallelism,
-            runtime: Runtime::new(config.runtime.clone()),
-            redact: config.redact,
             instructions,
-            extra_instructions: config.server_instructions.clone(),
+            tasks: Default::default(),
         }
     }
 
     pub fn sessions(&self) -> &SessionService {
-        &self.sessions
+        &self.shared.sessions
     }
 
     /// Answer one request.
@@ -75,7 +135,8 @@ impl Server {
         match self.dispatch(ctx, req) {
             Ok(mut result) => {
                 if let Value::Object(obj) = &mut result {
-                    obj.insert("resultType".into(), json!("complete"));
+                    // A task handle says `task`; every other result is complete.
+                    obj.entry("resultType").or_insert(json!("complete"));
                 }
                 Response::ok(id, result)
             }
@@ -95,12 +156,19 @@ impl Server {
         }
         // Checked for every other method: a stateless request naming an unknown protocol
         // version is refused before anything runs.
-        protocol::request_era(&req.params)?;
+        let era = protocol::request_era(&req.params)?;
+        let dialect = match era {
+            protocol::Era::Handshake => Dialect::Handshake,
+            protocol::Era::Modern { .. } => Dialect::Modern,
+        };
         match req.method.as_str() {
             "server/discover" => Ok(self.discover()),
             "ping" => Ok(json!({})),
             "tools/list" => Ok(self.tools_list(ctx)),
-            "tools/call" => self.tools_call(ctx, req.params),
+            "tools/call" => self.tools_call(ctx, dialect, req.params),
+            m if m.starts_with("tasks/") => {
+                tasks::method(&self.tasks, ctx, dialect, m, &req.params)
+            }
             other => Err(RpcError::new(
                 ErrorCode::MethodNotFound,
                 format!("method not found: {other}"),
@@ -112,15 +180,26 @@ impl Server {
         json!({"name": SERVER_NAME, "title": "winx", "version": build_info::VERSION})
     }
 
-    fn capabilities(&self) -> Value {
-        json!({"tools": {"listChanged": false}})
+    /// Tasks are advertised per era: a first-class capability in the handshake era, the
+    /// `io.modelcontextprotocol/tasks` extension in the stateless one.
+    fn capabilities(&self, dialect: Dialect) -> Value {
+        match dialect {
+            Dialect::Handshake => json!({
+                "tools": {"listChanged": false},
+                "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+            }),
+            Dialect::Modern => json!({
+                "tools": {"listChanged": false},
+                "extensions": {wire::EXTENSION: {}},
+            }),
+        }
     }
 
     fn initialize(&self, params: &Map<String, Value>) -> Value {
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         json!({
             "protocolVersion": protocol::negotiate_handshake(requested),
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(Dialect::Handshake),
             "serverInfo": self.server_info(),
             "instructions": self.instructions,
         })
@@ -129,7 +208,7 @@ impl Server {
     fn discover(&self) -> Value {
         json!({
             "supportedVersions": protocol::supported_versions(),
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(Dialect::Modern),
             "instructions": self.instructions,
             "ttlMs": LIST_TTL_MS,
             "cacheScope": "private",
@@ -152,6 +231,7 @@ impl Server {
     fn tools_call(
         &self,
         ctx: &CallContext,
+        dialect: Dialect,
         mut params: Map<String, Value>,
     ) -> Result<Value, RpcError> {
         let name = match params.remove("name") {
@@ -172,20 +252,19 @@ impl Server {
                 ));
             }
         };
-        let tctx = ToolContext {
-            sessions: &self.sessions,
-            runtime: &self.runtime,
-            principal: ctx.principal,
-            affinity: ctx.affinity,
-            conversation: ctx.conversation,
-            redact: self.redact,
-            coverage: &self.coverage,
-            allow_paths: &self.allow_paths,
-            read_parallelism: self.read_parallelism,
-            policy: ctx.policy,
-            extra_instructions: self.extra_instructions.as_deref(),
-        };
-        let out = dispatch(&tctx, &name, &arguments);
-        Ok(out.to_result())
+        match tasks::augmentation(dialect, &params)? {
+            Augment::None => {
+                let tctx = self.shared.tool_ctx(ctx);
+                Ok(dispatch(&tctx, &name, &arguments).to_result())
+            }
+            Augment::Requested { ttl_ms } => {
+                let call = tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments);
+                call.requested(ttl_ms)
+            }
+            Augment::Offered => {
+                let call = tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments);
+                Ok(call.offered())
+            }
+        }
     }
 }

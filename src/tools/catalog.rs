@@ -35,6 +35,27 @@ fn tool(name: ToolName, description: &str, input: Value, a: Annotations) -> Valu
 
 /// The `tools/list` entry of an implemented tool.
 pub fn definition(name: ToolName) -> Value {
+    let mut def = schema(name);
+    if task_capable(name) {
+        def["execution"] = json!({"taskSupport": "optional"});
+    }
+    def
+}
+
+/// Tools that may run as an MCP Task: the ones that can wait on a shell command.
+pub fn task_capable(name: ToolName) -> bool {
+    matches!(
+        name,
+        ToolName::BashCommand
+            | ToolName::FileWriteOrEdit
+            | ToolName::MultiFileEdit
+            | ToolName::ApplyPatch
+            | ToolName::EditFiles
+            | ToolName::VerifyEdit
+    )
+}
+
+fn schema(name: ToolName) -> Value {
     match name {
         ToolName::Initialize => initialize(),
         ToolName::BashCommand => bash_command(),

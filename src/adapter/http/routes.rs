@@ -20,10 +20,13 @@ pub const VERSION_HEADER: &str = "MCP-Protocol-Version";
 pub const METHOD_HEADER: &str = "Mcp-Method";
 pub const NAME_HEADER: &str = "Mcp-Name";
 /// Methods whose `Mcp-Name` header mirrors a body parameter (2026-07-28).
-const NAME_BEARING: [(&str, &str); 3] = [
+const NAME_BEARING: [(&str, &str); 6] = [
     ("tools/call", "name"),
     ("prompts/get", "name"),
     ("resources/read", "uri"),
+    ("tasks/get", "taskId"),
+    ("tasks/update", "taskId"),
+    ("tasks/cancel", "taskId"),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

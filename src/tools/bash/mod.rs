@@ -5,6 +5,7 @@
 
 pub mod action;
 pub(crate) mod render;
+pub mod task;
 
 use super::ToolContext;
 use super::envelope::ToolOutput;
@@ -12,7 +13,7 @@ use super::error::{SessionPair, ToolError};
 use crate::runtime::{ClientError, session_key};
 use crate::session::{Binding, Mode};
 use crate::shell::cmdpolicy;
-use crate::wire::guardian::{GuardianError, Request, Response, Wait};
+use crate::wire::guardian::{GuardianError, ProcessStatus, Request, Response, Wait};
 use action::{Action, POLICIES};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -20,6 +21,23 @@ use std::time::Duration;
 const TOOL: &str = "BashCommand";
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    match start(ctx, map, false)? {
+        Step::Done(out) => Ok(out),
+        Step::Running(p) => Ok(p.render(ctx)),
+    }
+}
+
+/// Where a call stands when its inline wait ends.
+pub enum Step {
+    Done(ToolOutput),
+    /// A foreground command that a task will follow to completion (`task::finish`).
+    Running(task::Pending),
+}
+
+/// Run the action. With `tasks` (the client accepts MCP Tasks), a foreground command
+/// under `until_complete` returns at once as `Running`, and one under `adaptive` that
+/// outlives its inline wait is returned as `Running` instead of a `running` result.
+pub fn start(ctx: &ToolContext, map: &Map<String, Value>, tasks: bool) -> Result<Step, ToolError> {
     let (a, binding) = crate::tools::session_args(ctx, map, action::FIELDS)?;
     let act = action::parse_action(map.get("action_json"))?;
     action::check_sizes(&act)?;
@@ -29,11 +47,23 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         thread_id: binding.thread_id.clone(),
         workspace_root: binding.workspace_str(),
     };
-    let plan = action::plan_wait(&act, policy, seconds).ok_or_else(|| {
+    let mut plan = action::plan_wait(&act, policy, seconds).ok_or_else(|| {
         let mut corrected = Value::Object(map.clone());
         corrected["wait_policy"] = json!("return_early");
         ToolError::WaitPolicyIncompatible { corrected }
     })?;
+    let foreground = matches!(
+        act,
+        Action::Command {
+            background: false,
+            ..
+        }
+    );
+    let promote = tasks && foreground && policy != "return_early";
+    if promote && policy == "until_complete" {
+        // The task follows the command; the call itself returns at once.
+        plan.timeout_ms = 0;
+    }
     let key = session_key(ctx.principal, &binding.thread_id);
     let ensured = ctx
         .runtime
@@ -86,8 +116,11 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             }
         })?;
     match resp {
-        Response::Action(r) => Ok(render::action(ctx, &key, &pair, act.name(), r)),
-        Response::Screen { text, rows, cols } => Ok(render::screen(text, rows, cols)),
+        Response::Action(r) if promote && r.state.process_status == ProcessStatus::Running => Ok(
+            Step::Running(task::Pending::new(key, pair, ensured.client, act.name(), r)),
+        ),
+        Response::Action(r) => Ok(Step::Done(render::action(ctx, &key, &pair, act.name(), r))),
+        Response::Screen { text, rows, cols } => Ok(Step::Done(render::screen(text, rows, cols))),
         Response::Error(e) => Err(guardian_error(e, pair)),
         other => Err(ToolError::ShellUnavailable {
             detail: format!("unexpected guardian answer {other:?}"),

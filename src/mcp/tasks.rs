@@ -1,0 +1,370 @@
+//! MCP Tasks at the protocol surface: which `tools/call` becomes a task, the runner thread
+//! that finishes it, and `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel` and
+//! `tasks/update`.
+//!
+//! Invariant: every lookup is by (principal, task ID); another principal's ID answers
+//! exactly like an ID that never existed.
+//! Invariant: a task result is the `tools/call` result the request would have answered
+//! inline, envelope included.
+
+use super::protocol::META_CLIENT_CAPABILITIES;
+use super::server::{CallContext, OwnedCall, Shared};
+use crate::deadline::Deadline;
+use crate::jsonrpc::{ErrorCode, RpcError};
+use crate::tasks::store::{
+    CreateError, MAX_WORKING, Outcome, RESULT_WAIT, Status, Task, TaskStore,
+};
+use crate::tasks::wire::{self, Dialect, RELATED_TASK};
+use crate::tools::bash::{self, Step};
+use crate::tools::catalog::task_capable;
+use crate::tools::name::ToolName;
+use crate::tools::{ToolContext, dispatch};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Tasks per `tasks/list` page.
+const PAGE: usize = 100;
+/// Without tasks, `until_complete` waits inline at most this long.
+const SYNC_FALLBACK: Duration = Duration::from_secs(60);
+
+/// How a `tools/call` asked for (or allowed) a task.
+pub enum Augment {
+    None,
+    /// 2025-11-25: `params.task` is present; the answer must be a task.
+    Requested {
+        ttl_ms: Option<u64>,
+    },
+    /// 2026-07-28: the client declared the tasks extension; the server decides.
+    Offered,
+}
+
+pub fn augmentation(dialect: Dialect, params: &Map<String, Value>) -> Result<Augment, RpcError> {
+    match dialect {
+        Dialect::Modern if declares_extension(params) => Ok(Augment::Offered),
+        Dialect::Modern => Ok(Augment::None),
+        Dialect::Handshake => match params.get("task") {
+            None | Some(Value::Null) => Ok(Augment::None),
+            Some(Value::Object(t)) => match t.get("ttl") {
+                None | Some(Value::Null) => Ok(Augment::Requested { ttl_ms: None }),
+                Some(v) => v
+                    .as_u64()
+                    .map(|ttl| Augment::Requested { ttl_ms: Some(ttl) })
+                    .ok_or_else(|| {
+                        RpcError::invalid_params("params.task.ttl must be a non-negative integer")
+                    }),
+            },
+            Some(_) => Err(RpcError::invalid_params("params.task must be an object")),
+        },
+    }
+}
+
+/// Whether this request's `_meta` declares the tasks extension (2026-07-28).
+fn declares_extension(params: &Map<String, Value>) -> bool {
+    params
+        .get("_meta")
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(wire::EXTENSION))
+        .is_some()
+}
+
+/// One `tools/call` that may become a task.
+pub(super) struct Call<'a> {
+    shared: &'a Arc<Shared>,
+    store: &'a Arc<TaskStore>,
+    ctx: &'a CallContext<'a>,
+    name: String,
+    args: Map<String, Value>,
+}
+
+impl<'a> Call<'a> {
+    pub(super) fn new(
+        shared: &'a Arc<Shared>,
+        store: &'a Arc<TaskStore>,
+        ctx: &'a CallContext<'a>,
+        name: String,
+        args: Map<String, Value>,
+    ) -> Call<'a> {
+        Call {
+            shared,
+            store,
+            ctx,
+            name,
+            args,
+        }
+    }
+
+    /// 2025-11-25: the client asked for a task, so the answer is one (or an error).
+    pub fn requested(self, ttl_ms: Option<u64>) -> Result<Value, RpcError> {
+        let tool = ToolName::parse(&self.name)
+            .filter(|t| t.implemented() && self.ctx.policy.permits(*t) && task_capable(*t))
+            .ok_or_else(|| {
+                let shown: String = self.name.chars().take(128).collect();
+                RpcError::new(
+                    ErrorCode::MethodNotFound,
+                    format!("tool {shown:?} does not support task-augmented execution"),
+                )
+            })?;
+        let (task, slot) = self
+            .store
+            .create(self.ctx.principal, tool.as_str(), ttl_ms)
+            .map_err(busy)?;
+        let (shared, store, owned) = (
+            self.shared.clone(),
+            self.store.clone(),
+            OwnedCall::of(self.ctx),
+        );
+        let (args, t) = (self.args, task.clone());
+        spawn_runner(self.store, &task, move || {
+            let call = owned.borrow();
+            let tctx = shared.tool_ctx(&call);
+            let out = match tool {
+                ToolName::BashCommand => match bash::start(&tctx, &args, true) {
+                    Ok(Step::Done(out)) => out,
+                    Ok(Step::Running(p)) => follow(&t, &tctx, p),
+                    Err(e) => e.into_output(tool.as_str()),
+                },
+                _ => dispatch(&tctx, tool.as_str(), &args),
+            };
+            finish(&store, &t, out.to_result(), Dialect::Handshake);
+            drop(slot);
+        })?;
+        Ok(wire::created(&task, Dialect::Handshake))
+    }
+
+    /// 2026-07-28: the client accepts tasks; a foreground shell command that outlives its
+    /// inline wait (or runs under `until_complete`) becomes one, everything else answers
+    /// inline as usual.
+    pub fn offered(self) -> Value {
+        let call = self.ctx;
+        let tctx = self.shared.tool_ctx(call);
+        let is_bash = ToolName::parse(&self.name) == Some(ToolName::BashCommand)
+            && call.policy.permits(ToolName::BashCommand);
+        if !is_bash {
+            return dispatch(&tctx, &self.name, &self.args).to_result();
+        }
+        let pending = match bash::start(&tctx, &self.args, true) {
+            Ok(Step::Done(out)) => return out.to_result(),
+            Ok(Step::Running(p)) => p,
+            Err(e) => return e.into_output(&self.name).to_result(),
+        };
+        let until_complete =
+            self.args.get("wait_policy").and_then(Value::as_str) == Some("until_complete");
+        let (task, slot) = match self.store.create(call.principal, &self.name, None) {
+            Ok(created) => created,
+            Err(e) => {
+                // No task: the documented synchronous fallback (or the running result).
+                log::info!("task not created ({e:?}); answering inline");
+                let out = if until_complete {
+                    pending.finish(
+                        &tctx,
+                        Deadline::after("task fallback", SYNC_FALLBACK),
+                        &|| false,
+                    )
+                } else {
+                    pending.render(&tctx)
+                };
+                return out.to_result();
+            }
+        };
+        let (shared, store, owned) = (self.shared.clone(), self.store.clone(), OwnedCall::of(call));
+        let t = task.clone();
+        let spawned = spawn_runner(self.store, &task, move || {
+            let call = owned.borrow();
+            let tctx = shared.tool_ctx(&call);
+            let out = follow(&t, &tctx, pending);
+            finish(&store, &t, out.to_result(), Dialect::Modern);
+            drop(slot);
+        });
+        match spawned {
+            Ok(()) => wire::created(&task, Dialect::Modern),
+            Err(e) => json!({"content": [{"type": "text", "text": e.message}], "isError": true}),
+        }
+    }
+}
+
+fn busy(e: CreateError) -> RpcError {
+    RpcError::new(
+        ErrorCode::InternalError,
+        format!(
+            "cannot start a task: {MAX_WORKING} tasks are already working ({e:?}); retry later"
+        ),
+    )
+    .with_data(json!({"retryAfterMs": 1000}))
+}
+
+/// Start the runner thread; if the thread cannot start, the task fails visibly.
+fn spawn_runner(
+    store: &TaskStore,
+    task: &Arc<Task>,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<(), RpcError> {
+    let spawned = std::thread::Builder::new()
+        .name("task-runner".into())
+        .spawn(f);
+    spawned.map(|_| ()).map_err(|e| {
+        let err = RpcError::new(
+            ErrorCode::InternalError,
+            format!("cannot start task {}: {e}", task.id),
+        );
+        store.finish(
+            task,
+            Outcome::Error(err.clone()),
+            Status::Failed,
+            err.message.clone(),
+        );
+        err
+    })
+}
+
+/// Follow a running shell command until it ends, the task's TTL, or cancellation.
+fn follow(
+    task: &Arc<Task>,
+    tctx: &ToolContext,
+    pending: bash::task::Pending,
+) -> crate::tools::envelope::ToolOutput {
+    task.set_interrupt(Box::new(pending.interrupter()));
+    if task.state().status == Status::Cancelled
+        && let Some(interrupt) = task.take_interrupt()
+    {
+        // Cancelled before the interrupt was in place: deliver it now.
+        interrupt();
+    }
+    let deadline = Deadline::after("task ttl", Duration::from_millis(task.ttl_ms));
+    let t = task.clone();
+    pending.finish(tctx, deadline, &move || {
+        t.state().status == Status::Cancelled
+    })
+}
+
+/// Store a runner's result; its status follows the era's rule for `isError` results.
+fn finish(store: &TaskStore, task: &Task, mut result: Value, dialect: Dialect) {
+    let is_error = result["isError"].as_bool().unwrap_or(false);
+    let message = result["structuredContent"]["message"]
+        .as_str()
+        .unwrap_or("done")
+        .to_string();
+    result["resultType"] = json!("complete");
+    // 2025-11-25 counts a tool error as a failed task; 2026-07-28 keeps `failed` for
+    // JSON-RPC errors only.
+    let status = if is_error && dialect == Dialect::Handshake {
+        Status::Failed
+    } else {
+        Status::Completed
+    };
+    store.finish(task, Outcome::Result(result), status, message);
+}
+
+/// Serve one `tasks/*` method.
+pub fn method(
+    store: &TaskStore,
+    ctx: &CallContext,
+    dialect: Dialect,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    if dialect == Dialect::Modern && !declares_extension(params) {
+        return Err(RpcError::new(
+            ErrorCode::MissingClientCapability,
+            format!("{method} needs the {} extension", wire::EXTENSION),
+        )
+        .with_data(json!({"requiredCapabilities": {"extensions": {wire::EXTENSION: {}}}})));
+    }
+    if method == "tasks/list" {
+        return list(store, ctx.principal, dialect, params);
+    }
+    let known = ["tasks/get", "tasks/result", "tasks/cancel", "tasks/update"];
+    if !known.contains(&method) {
+        return Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            format!(
+                "method not found: {}",
+                method.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
+    let id = params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params(format!("{method}: taskId must be a string")))?;
+    let task = store.get(ctx.principal, id).ok_or_else(|| {
+        RpcError::invalid_params("Failed to retrieve task: task not found (or expired)")
+    })?;
+    match method {
+        "tasks/get" => Ok(wire::detailed(&task, dialect)),
+        "tasks/result" => result(&task),
+        "tasks/cancel" => match (store.cancel(&task), dialect) {
+            (Ok(()), Dialect::Handshake) => Ok(wire::detailed(&task, dialect)),
+            (Err(s), Dialect::Handshake) => Err(RpcError::invalid_params(format!(
+                "Cannot cancel task: already in terminal status {:?}",
+                s.as_str()
+            ))),
+            // 2026-07-28: an acknowledgement; a task that already ended keeps its outcome.
+            (_, Dialect::Modern) => Ok(json!({})),
+        },
+        // No winx task ever asks for input, so no response key is outstanding: the
+        // responses are acknowledged and ignored, as the extension prescribes.
+        _ => Ok(json!({})),
+    }
+}
+
+/// 2025-11-25 `tasks/result`: block until the task ends, then answer exactly what the
+/// `tools/call` would have answered.
+fn result(task: &Task) -> Result<Value, RpcError> {
+    let finished = task.wait_finished(Deadline::after("tasks/result", RESULT_WAIT));
+    let st = task.state();
+    match st.outcome {
+        Some(Outcome::Result(mut r)) => {
+            r["_meta"] = json!({RELATED_TASK: {"taskId": task.id}});
+            Ok(r)
+        }
+        Some(Outcome::Error(e)) => Err(e),
+        None => Err(RpcError::new(
+            ErrorCode::InternalError,
+            format!(
+                "task {} is still {} after {} s{}; call tasks/result again",
+                task.id,
+                st.status.as_str(),
+                RESULT_WAIT.as_secs(),
+                if finished {
+                    ""
+                } else {
+                    " (its work has not ended)"
+                }
+            ),
+        )
+        .with_data(json!({"taskId": task.id, "status": st.status.as_str(), "retryable": true}))),
+    }
+}
+
+fn list(
+    store: &TaskStore,
+    principal: &str,
+    dialect: Dialect,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    let start = match params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(c)) => c
+            .parse::<usize>()
+            .map_err(|_| RpcError::invalid_params("tasks/list: invalid cursor"))?,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "tasks/list: cursor must be a string",
+            ));
+        }
+    };
+    let all = store.list(principal);
+    let page: Vec<Value> = all
+        .iter()
+        .skip(start)
+        .take(PAGE)
+        .map(|t| Value::Object(wire::fields(t, &t.state(), dialect)))
+        .collect();
+    let mut out = json!({"tasks": page});
+    if start + PAGE < all.len() {
+        out["nextCursor"] = json!((start + PAGE).to_string());
+    }
+    Ok(out)
+}

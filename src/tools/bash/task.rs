@@ -1,0 +1,237 @@
+//! Following a foreground command for an MCP Task: keep collecting its output until it
+//! ends (or the task's deadline), then render one ordinary `BashCommand` result.
+//!
+//! Invariant: the result is rendered from the runtime's typed state, exactly as an inline
+//! call would be; output collected across several waits is merged in journal order, and
+//! anything that did not fit memory stays in the journal (the spill file names it).
+
+use super::render;
+use crate::deadline::Deadline;
+use crate::runtime::GuardianClient;
+use crate::tools::ToolContext;
+use crate::tools::envelope::ToolOutput;
+use crate::tools::error::{SessionPair, ToolError};
+use crate::wire::guardian::{ActionResult, ProcessStatus, Request, Response, Wait};
+use std::time::Duration;
+
+/// Longest single wait on the guardian; a task rechecks cancellation between waits.
+const CHUNK: Duration = Duration::from_secs(30);
+/// Output kept in memory while following; older bytes are counted and left in the journal.
+const MAX_KEPT_BYTES: usize = 1024 * 1024;
+/// After a cancellation, how long the interrupted command may take to end.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// A foreground command still running when its call returned.
+pub struct Pending {
+    key: String,
+    pair: SessionPair,
+    client: GuardianClient,
+    action: &'static str,
+    acc: ActionResult,
+}
+
+impl Pending {
+    pub fn new(
+        key: String,
+        pair: SessionPair,
+        client: GuardianClient,
+        action: &'static str,
+        first: ActionResult,
+    ) -> Pending {
+        Pending {
+            key,
+            pair,
+            client,
+            action,
+            acc: first,
+        }
+    }
+
+    /// The execution this task follows.
+    pub fn execution_id(&self) -> Option<&str> {
+        self.acc.state.execution_id.as_deref()
+    }
+
+    /// Interrupt the command (Ctrl-C), only while it is still the one running: a later
+    /// command in the same shell is never touched.
+    pub fn interrupter(&self) -> impl FnOnce() + Send + 'static {
+        let client = self.client.clone();
+        let exec = self.acc.state.execution_id.clone();
+        move || {
+            let ours = matches!(
+                client.call(&Request::Snapshot, Duration::from_secs(5)),
+                Ok(Response::Snapshot(s)) if s.running.is_some() && s.running == exec
+            );
+            if ours {
+                let req = Request::Input {
+                    bytes: vec![0x03],
+                    bg_id: None,
+                    wait: Wait {
+                        timeout_ms: 0,
+                        settle_ms: None,
+                    },
+                };
+                if let Err(e) = client.call(&req, Duration::from_secs(5)) {
+                    log::warn!("task cancel: interrupt failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// The result as it stands now (what an inline call would have answered).
+    pub fn render(self, ctx: &ToolContext) -> ToolOutput {
+        render::action(ctx, &self.key, &self.pair, self.action, self.acc)
+    }
+
+    /// Follow the command until it ends, `deadline` passes, or it was cancelled and did
+    /// not end within the grace period; then render the whole result.
+    pub fn finish(
+        mut self,
+        ctx: &ToolContext,
+        deadline: Deadline,
+        cancelled: &dyn Fn() -> bool,
+    ) -> ToolOutput {
+        let exec = self.acc.state.execution_id.clone();
+        let mut grace: Option<Deadline> = None;
+        while self.acc.state.process_status == ProcessStatus::Running {
+            if cancelled() && grace.is_none() {
+                grace = Some(Deadline::after("task cancel grace", CANCEL_GRACE));
+            }
+            let limit = match grace {
+                Some(g) => earliest(deadline, g),
+                None => deadline,
+            };
+            let left = limit.remaining().unwrap_or(CHUNK).min(CHUNK);
+            if left.is_zero() {
+                break;
+            }
+            let req = Request::Status {
+                bg_id: None,
+                wait: Wait {
+                    timeout_ms: left.as_millis() as u64,
+                    settle_ms: None,
+                },
+            };
+            match self.client.call(&req, left) {
+                Ok(Response::Action(r)) if r.state.execution_id == exec => merge(&mut self.acc, r),
+                // Our command ended and its end was delivered elsewhere (a status_check by
+                // the agent); what we hold is all we can report.
+                Ok(Response::Action(_)) => break,
+                Ok(other) => {
+                    log::warn!("task follow: unexpected guardian answer {other:?}");
+                    break;
+                }
+                Err(e) => {
+                    return ToolError::ShellUnavailable {
+                        detail: format!("lost the shell while following the command: {e}"),
+                        pair: self.pair,
+                    }
+                    .into_output(super::TOOL);
+                }
+            }
+        }
+        self.render(ctx)
+    }
+}
+
+fn earliest(a: Deadline, b: Deadline) -> Deadline {
+    match (a.remaining(), b.remaining()) {
+        (Some(x), Some(y)) if y < x => b,
+        (None, Some(_)) => b,
+        _ => a,
+    }
+}
+
+/// Append `next` (a later delivery of the same execution) to `acc`. A gap (bytes that left
+/// the guardian's window) restarts the kept text; the kept text is capped at
+/// `MAX_KEPT_BYTES` from the end. `offset_start - omitted_bytes` stays the start of the
+/// whole range, which is what the spill file is built from.
+pub fn merge(acc: &mut ActionResult, next: ActionResult) {
+    let range_start = acc.offset_start - acc.omitted_bytes;
+    if next.omitted_bytes > 0 || next.offset_start != acc.offset_end {
+        acc.output = next.output;
+        acc.offset_start = next.offset_start;
+    } else {
+        acc.output.push_str(&next.output);
+    }
+    if acc.output.len() > MAX_KEPT_BYTES {
+        let mut cut = acc.output.len() - MAX_KEPT_BYTES;
+        while !acc.output.is_char_boundary(cut) {
+            cut += 1;
+        }
+        acc.output.drain(..cut);
+        acc.offset_start += cut as u64;
+    }
+    acc.offset_start = acc.offset_start.max(range_start).min(next.offset_end);
+    acc.omitted_bytes = acc.offset_start - range_start;
+    acc.offset_end = next.offset_end;
+    acc.state = next.state;
+    acc.journal_path = next.journal_path.or(acc.journal_path.take());
+    acc.journal_error = next.journal_error.or(acc.journal_error.take());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::guardian::CommandState;
+
+    fn delivery(output: &str, start: u64, omitted: u64, running: bool) -> ActionResult {
+        ActionResult {
+            state: CommandState {
+                process_status: if running {
+                    ProcessStatus::Running
+                } else {
+                    ProcessStatus::Exited
+                },
+                exit_code: (!running).then_some(0),
+                cwd: "/".into(),
+                bg_command_id: None,
+                elapsed_ms: 1,
+                execution_id: Some("e1".into()),
+            },
+            output: output.into(),
+            offset_start: start,
+            offset_end: start + output.len() as u64,
+            omitted_bytes: omitted,
+            journal_path: Some("/j".into()),
+            journal_error: None,
+        }
+    }
+
+    #[test]
+    fn contiguous_deliveries_concatenate() {
+        let mut acc = delivery("one\n", 0, 0, true);
+        merge(&mut acc, delivery("two\n", 4, 0, false));
+        assert_eq!(acc.output, "one\ntwo\n");
+        assert_eq!(
+            (acc.offset_start, acc.offset_end, acc.omitted_bytes),
+            (0, 8, 0)
+        );
+        assert_eq!(acc.state.process_status, ProcessStatus::Exited);
+    }
+
+    #[test]
+    fn a_gap_restarts_the_text_and_counts_what_is_missing() {
+        let mut acc = delivery("one\n", 10, 10, true);
+        merge(&mut acc, delivery("late\n", 100, 50, false));
+        assert_eq!(acc.output, "late\n");
+        // The range still starts at byte 0 of the journal.
+        assert_eq!(acc.offset_start - acc.omitted_bytes, 0);
+        assert_eq!(acc.omitted_bytes, 100);
+        assert_eq!(acc.offset_end, 105);
+    }
+
+    #[test]
+    fn kept_text_is_capped_from_the_end() {
+        let big = "x".repeat(MAX_KEPT_BYTES);
+        let mut acc = delivery(&big, 0, 0, true);
+        merge(
+            &mut acc,
+            delivery("tail\n", MAX_KEPT_BYTES as u64, 0, false),
+        );
+        assert_eq!(acc.output.len(), MAX_KEPT_BYTES);
+        assert!(acc.output.ends_with("tail\n"));
+        assert_eq!(acc.omitted_bytes, 5);
+        assert_eq!(acc.offset_start - acc.omitted_bytes, 0);
+    }
+}
