@@ -12,6 +12,7 @@ use crate::tools::ToolContext;
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::{SessionPair, ToolError};
 use crate::wire::guardian::{ActionResult, ProcessStatus, Request, Response, Wait};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
 use std::time::Duration;
 
 /// Longest single wait on the guardian; a task rechecks cancellation between waits.
@@ -27,7 +28,12 @@ pub struct Pending {
     pair: SessionPair,
     client: GuardianClient,
     action: &'static str,
-    acc: ActionResult,
+    /// Deliveries of this execution's output, merged in journal order when rendering.
+    parts: Vec<ActionResult>,
+    /// The interrupt's own delivery: sending Ctrl-C also hands over undelivered output,
+    /// which belongs in the result.
+    interrupted_tx: Sender<Option<ActionResult>>,
+    interrupted_rx: Receiver<Option<ActionResult>>,
 }
 
 impl Pending {
@@ -38,30 +44,36 @@ impl Pending {
         action: &'static str,
         first: ActionResult,
     ) -> Pending {
+        let (interrupted_tx, interrupted_rx) = bounded(1);
         Pending {
             key,
             pair,
             client,
             action,
-            acc: first,
+            parts: vec![first],
+            interrupted_tx,
+            interrupted_rx,
         }
     }
 
-    /// The execution this task follows.
-    pub fn execution_id(&self) -> Option<&str> {
-        self.acc.state.execution_id.as_deref()
+    fn last(&self) -> &ActionResult {
+        self.parts
+            .last()
+            .expect("a pending command has its first delivery")
     }
 
     /// Interrupt the command (Ctrl-C), only while it is still the one running: a later
     /// command in the same shell is never touched.
     pub fn interrupter(&self) -> impl FnOnce() + Send + 'static {
         let client = self.client.clone();
-        let exec = self.acc.state.execution_id.clone();
+        let exec = self.last().state.execution_id.clone();
+        let tx = self.interrupted_tx.clone();
         move || {
             let ours = matches!(
                 client.call(&Request::Snapshot, Duration::from_secs(5)),
                 Ok(Response::Snapshot(s)) if s.running.is_some() && s.running == exec
             );
+            let mut delivered = None;
             if ours {
                 let req = Request::Input {
                     bytes: vec![0x03],
@@ -71,16 +83,20 @@ impl Pending {
                         settle_ms: None,
                     },
                 };
-                if let Err(e) = client.call(&req, Duration::from_secs(5)) {
-                    log::warn!("task cancel: interrupt failed: {e}");
+                match client.call(&req, Duration::from_secs(5)) {
+                    Ok(Response::Action(r)) if r.state.execution_id == exec => delivered = Some(r),
+                    Ok(_) => {}
+                    Err(e) => log::warn!("task cancel: interrupt failed: {e}"),
                 }
             }
+            let _ = tx.try_send(delivered);
         }
     }
 
     /// The result as it stands now (what an inline call would have answered).
     pub fn render(self, ctx: &ToolContext) -> ToolOutput {
-        render::action(ctx, &self.key, &self.pair, self.action, self.acc)
+        let whole = fold(self.parts);
+        render::action(ctx, &self.key, &self.pair, self.action, whole)
     }
 
     /// Follow the command until it ends, `deadline` passes, or it was cancelled and did
@@ -91,9 +107,9 @@ impl Pending {
         deadline: Deadline,
         cancelled: &dyn Fn() -> bool,
     ) -> ToolOutput {
-        let exec = self.acc.state.execution_id.clone();
+        let exec = self.last().state.execution_id.clone();
         let mut grace: Option<Deadline> = None;
-        while self.acc.state.process_status == ProcessStatus::Running {
+        while self.last().state.process_status == ProcessStatus::Running {
             if cancelled() && grace.is_none() {
                 grace = Some(Deadline::after("task cancel grace", CANCEL_GRACE));
             }
@@ -113,7 +129,7 @@ impl Pending {
                 },
             };
             match self.client.call(&req, left) {
-                Ok(Response::Action(r)) if r.state.execution_id == exec => merge(&mut self.acc, r),
+                Ok(Response::Action(r)) if r.state.execution_id == exec => self.push(r),
                 // Our command ended and its end was delivered elsewhere (a status_check by
                 // the agent); what we hold is all we can report.
                 Ok(Response::Action(_)) => break,
@@ -130,8 +146,48 @@ impl Pending {
                 }
             }
         }
+        if cancelled() {
+            // The interrupt's delivery (if any) completes the output.
+            let grace = Deadline::after("task interrupt delivery", CANCEL_GRACE);
+            select! {
+                recv(self.interrupted_rx) -> got => {
+                    if let Ok(Some(r)) = got {
+                        self.parts.push(r);
+                    }
+                }
+                recv(grace.receiver()) -> _ => log::warn!("task cancel: no interrupt delivery"),
+            }
+        }
         self.render(ctx)
     }
+
+    /// Keep a delivery; when the kept text grows large, fold what is held into one.
+    fn push(&mut self, r: ActionResult) {
+        self.parts.push(r);
+        let held: usize = self.parts.iter().map(|p| p.output.len()).sum();
+        if held > 2 * MAX_KEPT_BYTES {
+            let whole = fold(std::mem::take(&mut self.parts));
+            self.parts.push(whole);
+        }
+    }
+}
+
+/// Merge deliveries of one execution in journal order. On equal offsets a finished state
+/// sorts last, so the final state wins.
+fn fold(mut parts: Vec<ActionResult>) -> ActionResult {
+    parts.sort_by_key(|p| {
+        (
+            p.offset_start,
+            p.offset_end,
+            p.state.process_status != ProcessStatus::Running,
+        )
+    });
+    let mut it = parts.into_iter();
+    let mut acc = it.next().expect("at least one delivery");
+    for p in it {
+        merge(&mut acc, p);
+    }
+    acc
 }
 
 fn earliest(a: Deadline, b: Deadline) -> Deadline {
@@ -219,6 +275,18 @@ mod tests {
         assert_eq!(acc.offset_start - acc.omitted_bytes, 0);
         assert_eq!(acc.omitted_bytes, 100);
         assert_eq!(acc.offset_end, 105);
+    }
+
+    #[test]
+    fn out_of_order_deliveries_fold_in_journal_order() {
+        // The interrupt took bytes 0..10 while the follower got 10..14 and the end.
+        let first = delivery("", 0, 0, true);
+        let late = delivery("^C\n", 10, 0, false);
+        let interrupt = delivery("cancel-me\n", 0, 0, true);
+        let whole = fold(vec![first, late, interrupt]);
+        assert_eq!(whole.output, "cancel-me\n^C\n");
+        assert_eq!(whole.omitted_bytes, 0);
+        assert_eq!(whole.state.process_status, ProcessStatus::Exited);
     }
 
     #[test]
