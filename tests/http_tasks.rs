@@ -1,0 +1,216 @@
+//! MCP Tasks over Streamable HTTP: completion in both eras, per-principal scoping of task
+//! IDs, and the `Mcp-Name` routing header of `tasks/*`. Commands wait on a FIFO the test
+//! opens, so nothing depends on timing.
+
+#[path = "support/http.rs"]
+mod http_support;
+mod support;
+
+use http_support::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const EXT: &str = "io.modelcontextprotocol/tasks";
+
+fn h(k: &str, v: &str) -> (String, String) {
+    (k.to_string(), v.to_string())
+}
+
+/// A 2026-07-28 body declaring the tasks extension.
+fn with_tasks(method: &str, params: Value) -> Value {
+    let mut body = modern(method, params);
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"extensions": {EXT: {}}});
+    body
+}
+
+/// POST a tasks-declaring modern request with matching routing headers.
+fn post(s: &Server, token: &str, method: &str, name: Option<&str>, params: Value) -> Resp {
+    s.conn().mcp(
+        token,
+        &modern_headers(method, name),
+        &with_tasks(method, params),
+    )
+}
+
+fn gate(s: &Server) -> PathBuf {
+    let p = s.home.workspace.join("gate");
+    nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    p
+}
+
+fn open_gate(p: &PathBuf, word: &str) {
+    let (p, w) = (p.clone(), format!("{word}\n"));
+    std::thread::spawn(move || {
+        let _ = std::fs::write(p, w);
+    });
+}
+
+fn two_principals(home: &Home) -> String {
+    let a = home.secret("a.token", &format!("{TOKEN}-a"));
+    let b = home.secret("b.token", &format!("{TOKEN}-b"));
+    principal_config(
+        home,
+        &format!(
+            "[[principals]]\nname = \"alice\"\ntoken_file = \"{a}\"\n\n\
+             [[principals]]\nname = \"bob\"\ntoken_file = \"{b}\"\n"
+        ),
+    )
+}
+
+#[test]
+fn a_task_completes_over_http_and_no_other_principal_can_reach_it() {
+    let home = Home::new();
+    let cfg = two_principals(&home);
+    let s = Server::start_in(home, &["--principal-config", &cfg], &[], false);
+    let (a, b) = (format!("{TOKEN}-a"), format!("{TOKEN}-b"));
+    let ws = path_str(&s.home.workspace);
+    let pair = s.call(
+        &a,
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": ws}),
+    )["structuredContent"]["data"]
+        .clone();
+    let fifo = gate(&s);
+    let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
+        "action_json": {"command": format!("echo over-http; read x < '{}'; echo end-$x", fifo.display())},
+        "wait_policy": "until_complete"});
+    let r = post(
+        &s,
+        &a,
+        "tools/call",
+        Some("BashCommand"),
+        json!({"name": "BashCommand", "arguments": args}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let task = r.json()["result"].clone();
+    assert_eq!(task["resultType"], "task", "{task}");
+    let id = task["taskId"].as_str().unwrap().to_string();
+
+    // Bob knows the ID but reaches nothing: get, cancel, update and list all answer as if
+    // it never existed.
+    for method in ["tasks/get", "tasks/cancel", "tasks/update"] {
+        let r = post(
+            &s,
+            &b,
+            method,
+            Some(&id),
+            json!({"taskId": id, "inputResponses": {}}),
+        );
+        assert_eq!(
+            r.json()["error"]["code"],
+            -32602,
+            "bob {method}: {}",
+            r.text()
+        );
+    }
+    let listed = post(&s, &b, "tasks/list", None, json!({}));
+    assert_eq!(
+        listed.json()["result"]["tasks"],
+        json!([]),
+        "{}",
+        listed.text()
+    );
+    // Bob's cancel did not touch it: still working for Alice.
+    let r = post(&s, &a, "tasks/get", Some(&id), json!({"taskId": id}));
+    assert_eq!(r.json()["result"]["status"], "working", "{}", r.text());
+
+    open_gate(&fifo, "ok");
+    let end = Instant::now() + support::HARD_TIMEOUT;
+    let done = loop {
+        let r = post(&s, &a, "tasks/get", Some(&id), json!({"taskId": id}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let t = r.json()["result"].clone();
+        if t["status"] != "working" {
+            break t;
+        }
+        assert!(Instant::now() < end, "still working: {t}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    let text = done["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("over-http") && text.contains("end-ok"),
+        "{text}"
+    );
+    assert_eq!(done["result"]["structuredContent"]["data"]["exit_code"], 0);
+}
+
+#[test]
+fn task_methods_route_by_mcp_name() {
+    let s = Server::start(&[]);
+    let id = "task_0123456789abcdef0123456789abcdef";
+    // The header must name the task the body names.
+    let r = post(
+        &s,
+        TOKEN,
+        "tasks/get",
+        Some("task_other"),
+        json!({"taskId": id}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], -32020);
+    let r = post(&s, TOKEN, "tasks/cancel", None, json!({"taskId": id}));
+    assert_eq!(r.status, 400, "missing Mcp-Name: {}", r.text());
+    // Matching headers reach the method, which knows no such task.
+    let r = post(&s, TOKEN, "tasks/get", Some(id), json!({"taskId": id}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], -32602);
+    // Without the extension declared: -32021 naming it.
+    let r = s.conn().mcp(
+        TOKEN,
+        &modern_headers("tasks/get", Some(id)),
+        &modern("tasks/get", json!({"taskId": id})),
+    );
+    assert_eq!(r.json()["error"]["code"], -32021, "{}", r.text());
+}
+
+#[test]
+fn handshake_era_task_result_over_an_http_session() {
+    let s = Server::start(&[]);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let r = s.conn().mcp(TOKEN, &[], &init);
+    assert!(r.json()["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object());
+    let sid = r.header("Mcp-Session-Id").unwrap().to_string();
+    let hs = vec![
+        h("Mcp-Session-Id", &sid),
+        h("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let rpc = |id: i64, method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let r = s.conn().mcp(TOKEN, &hs, &body);
+        assert_eq!(r.status, 200, "{method}: {}", r.text());
+        r.json()
+    };
+    let ws = path_str(&s.home.workspace);
+    let pair = rpc(
+        2,
+        "tools/call",
+        json!({"name": "Initialize", "arguments": {"type": "first_call", "workspace_root": ws}}),
+    )["result"]["structuredContent"]["data"]
+        .clone();
+    let fifo = gate(&s);
+    let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
+        "action_json": {"command": format!("read x < '{}'; echo legacy-$x", fifo.display())}});
+    let created = rpc(
+        3,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args, "task": {"ttl": 60000}}),
+    );
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_string();
+    open_gate(&fifo, "http");
+    // tasks/result blocks until the command ends, then answers the tools/call result.
+    let res = rpc(4, "tasks/result", json!({"taskId": id}));
+    let text = res["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("legacy-http"), "{res}");
+    assert_eq!(
+        rpc(5, "tasks/get", json!({"taskId": id}))["result"]["status"],
+        "completed"
+    );
+}
