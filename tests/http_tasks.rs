@@ -8,7 +8,7 @@ mod support;
 
 use http_support::*;
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
@@ -40,8 +40,8 @@ fn gate(s: &Server) -> PathBuf {
     p
 }
 
-fn open_gate(p: &PathBuf, word: &str) {
-    let (p, w) = (p.clone(), format!("{word}\n"));
+fn open_gate(p: &Path, word: &str) {
+    let (p, w) = (p.to_path_buf(), format!("{word}\n"));
     std::thread::spawn(move || {
         let _ = std::fs::write(p, w);
     });
