@@ -531,6 +531,29 @@ fn body_over_64_mib_gets_413_before_dispatch() {
 }
 
 #[test]
+fn oversized_request_heads_get_431_and_the_server_keeps_serving() {
+    let s = Server::start(&[]);
+    let mut base = auth_headers(TOKEN);
+    base.extend(modern_headers("server/discover", None));
+    let body = serde_json::to_vec(&discover()).unwrap();
+    // One 1 MiB header line.
+    let mut big = base.clone();
+    big.push(h("X-Filler", &"a".repeat(1 << 20)));
+    let r = s.conn().request("POST", "/mcp", &big, &body);
+    assert_eq!(r.status, 431, "{}", r.text());
+    // Many small fields, and a huge URL: the same answer, even unauthenticated.
+    let mut many = base.clone();
+    many.extend((0..200).map(|i| h(&format!("X-F{i}"), "v")));
+    assert_eq!(s.conn().request("POST", "/mcp", &many, &body).status, 431);
+    let url = format!("/mcp?{}", "q".repeat(70 * 1024));
+    assert_eq!(s.conn().request("GET", &url, &[], b"").status, 431);
+    // Just under the limits is served.
+    let mut fine = base.clone();
+    fine.push(h("X-Filler", &"a".repeat(32 * 1024)));
+    assert_eq!(s.conn().request("POST", "/mcp", &fine, &body).status, 200);
+}
+
+#[test]
 fn host_and_origin_are_validated() {
     let s = Server::start(&["--allowed-host", "mcp.example.com"]);
     let mut base = auth_headers(TOKEN);

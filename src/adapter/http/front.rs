@@ -15,6 +15,10 @@ use std::sync::atomic::Ordering;
 use tiny_http::{Method, Request};
 
 pub fn on_request(shared: &Arc<Shared>, rq: Request) {
+    if routes::head_too_large(&rq) {
+        let reply = routes::plain(431, "request header fields too large (64 KiB, 128 fields)");
+        return shared.replier.send(rq, reply);
+    }
     let (route, query) = routes::route(rq.url());
     let query = query.map(str::to_string);
     match route {

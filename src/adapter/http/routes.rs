@@ -61,6 +61,24 @@ pub fn header<'a>(rq: &'a Request, name: &'static str) -> Option<&'a str> {
         .map(|h| h.value.as_str())
 }
 
+/// Largest request head we serve (request line plus headers), and most header fields.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+pub const MAX_HEADERS: usize = 128;
+
+/// Whether the request head exceeds `MAX_HEAD_BYTES` or `MAX_HEADERS` (answered 431).
+/// tiny_http has already buffered it; refusing it keeps the handler and every later
+/// consumer of header values bounded.
+pub fn head_too_large(rq: &Request) -> bool {
+    let headers = rq.headers();
+    if headers.len() > MAX_HEADERS {
+        return true;
+    }
+    let size = headers.iter().fold(rq.url().len(), |n, h| {
+        n + h.field.as_str().as_str().len() + h.value.as_str().len() + 4
+    });
+    size > MAX_HEAD_BYTES
+}
+
 fn header_count(rq: &Request, name: &'static str) -> usize {
     rq.headers().iter().filter(|h| h.field.equiv(name)).count()
 }
