@@ -1,6 +1,9 @@
 //! Interop with the official MCP Python SDK streamable-HTTP client (`mcp`, pinned in the
-//! Makefile) against the real `serve --http`, in both eras, each calling `Initialize`.
-//! The client side is `tests/interop/sdk_http_client.py`.
+//! Makefile) against the real `serve --http`, in both eras, each calling `Initialize` and
+//! then running an `until_complete` `BashCommand` as an MCP task: through the
+//! `io.modelcontextprotocol/tasks` extension and `tasks/get` (2026-07-28), or a
+//! task-augmented `tools/call` and `tasks/result` (2025-11-25). The client side is
+//! `tests/interop/sdk_http_client.py` with its tasks half in `tests/interop/sdk_tasks.py`.
 //!
 //! Needs the venv: `make test` sets `WINX_TEST_PYTHON`; otherwise `target/venv/bin/python`
 //! (from `make venv`) is used. Without either the test fails; it never skips.
@@ -74,14 +77,15 @@ fn run_mode(mode: &str) -> Value {
 }
 
 #[test]
-fn python_sdk_http_auto_mode_uses_2026_07_28_and_initializes() {
+fn python_sdk_http_auto_mode_uses_2026_07_28_and_runs_a_task() {
     let r = run_mode("auto");
     assert_eq!(r["protocol_version"], "2026-07-28", "{r}");
     assert!(r["thread_id"].as_str().unwrap().starts_with("ws_"), "{r}");
+    assert!(r["task_id"].as_str().unwrap().starts_with("task_"), "{r}");
 }
 
 #[test]
-fn python_sdk_http_legacy_mode_uses_a_session_and_initializes() {
+fn python_sdk_http_legacy_mode_uses_a_session_and_runs_a_task() {
     let r = run_mode("legacy");
     assert!(
         r["protocol_version"].as_str().unwrap().starts_with("202"),
@@ -89,4 +93,5 @@ fn python_sdk_http_legacy_mode_uses_a_session_and_initializes() {
     );
     assert_ne!(r["protocol_version"], "2026-07-28", "{r}");
     assert!(r["thread_id"].as_str().unwrap().starts_with("ws_"), "{r}");
+    assert!(r["task_id"].as_str().unwrap().starts_with("task_"), "{r}");
 }

@@ -255,6 +255,7 @@ fn handshake_task_augmented_call_and_blocking_tasks_result(rt: &str) {
     );
     let task = r["result"]["task"].clone();
     assert_eq!(task["status"], "working", "{r}");
+    assert!(r["result"].get("resultType").is_none(), "{r}");
     assert_eq!(task["ttl"], 120000);
     assert_eq!(task["pollInterval"], 1000);
     let id = task["taskId"].as_str().unwrap().to_string();

@@ -134,8 +134,12 @@ impl Server {
         let id = req.id.clone();
         match self.dispatch(ctx, req) {
             Ok(mut result) => {
-                if let Value::Object(obj) = &mut result {
-                    // A task handle says `task`; every other result is complete.
+                // A modern task handle already says `task`; a 2025-11-25 task creation
+                // (`{"task": …}`) belongs to an era without `resultType`; every other
+                // result is complete.
+                if let Value::Object(obj) = &mut result
+                    && !obj.contains_key("task")
+                {
                     obj.entry("resultType").or_insert(json!("complete"));
                 }
                 Response::ok(id, result)
