@@ -4,6 +4,7 @@
 //! `winx-guardian`). See `docs/architecture.md` for the process map and invariants.
 
 pub mod adapter;
+pub mod alloc;
 pub mod build_info;
 pub mod config;
 pub mod daemon;

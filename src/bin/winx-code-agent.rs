@@ -7,6 +7,7 @@ use winx::config::Config;
 use winx::config::cli::{self, Command, USAGE};
 
 fn main() -> ExitCode {
+    winx::alloc::single_arena();
     let command = match cli::parse(std::env::args_os().skip(1)) {
         Ok(c) => c,
         Err(e) => {

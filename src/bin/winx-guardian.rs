@@ -12,6 +12,7 @@ const USAGE: &str = "usage: winx-guardian --socket PATH --session-dir DIR --work
 [--dialect bash|zsh] [--ready-fd N] | --version";
 
 fn main() -> ExitCode {
+    winx::alloc::single_arena();
     let mut socket = None;
     let mut session_dir = None;
     let mut workspace = None;

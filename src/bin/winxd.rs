@@ -12,6 +12,7 @@ use winx::wire::daemon::Lifecycle;
 const USAGE: &str = "usage: winxd [--socket PATH] [--ready-fd N] | --version";
 
 fn main() -> ExitCode {
+    winx::alloc::single_arena();
     let mut socket: Option<PathBuf> = None;
     let mut ready_fd: Option<i32> = None;
     let mut parser = lexopt::Parser::from_env();
