@@ -380,3 +380,82 @@ fn modern_task_methods_need_the_extension_and_capabilities_are_advertised() {
 fn q(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
+
+#[test]
+fn at_the_working_task_limit_calls_fall_back_inline() {
+    let mut a = Agent::spawn_with(Opts {
+        env: &[("WINX_MAX_TASKS", "1")],
+        ..Default::default()
+    });
+    let first = a.first_call();
+    let other = a.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let second = a.call(
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": other}),
+    )["structuredContent"]
+        .clone();
+    assert_ne!(first["data"]["thread_id"], second["data"]["thread_id"]);
+    // The one working slot: a command waiting on the gate.
+    let gate = Gate::new(&a);
+    let cmd = format!("read x < {}; echo slot-$x", q(&gate.0));
+    let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        true,
+    );
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    // until_complete without a free slot: the synchronous wait, answered inline.
+    let args = bash_args(
+        &second,
+        "sleep 0.3; echo fallback-ok",
+        json!({"wait_policy": "until_complete"}),
+    );
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        true,
+    );
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert!(text(&r["result"]).contains("fallback-ok"), "{r}");
+    assert_eq!(r["result"]["structuredContent"]["data"]["exit_code"], 0);
+    // adaptive without a free slot: the usual `running` answer.
+    let args = bash_args(&second, "sleep 30", json!({"wait_for_seconds": 0.2}));
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        true,
+    );
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["structuredContent"]["status"], "running", "{r}");
+    a.bash(&second, json!({"send_specials": ["Ctrl-c"]}));
+    // 2025-11-25 asks for a task outright: a retryable error.
+    let r = a.request(
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": bash_args(&second, "true", json!({})),
+               "task": {}}),
+    );
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(r["error"]["data"]["retryAfterMs"].is_u64(), "{r}");
+    // Once the working task ends, its slot serves the next one.
+    gate.open("freed");
+    let done = until_terminal(&mut a, &id);
+    assert!(text(&done["result"]).contains("slot-freed"), "{done}");
+    // The slot is released before the outcome is published.
+    let r = a.request(
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": bash_args(&second, "echo again", json!({})),
+               "task": {}}),
+    );
+    let id = r["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let res = a.request("tasks/result", json!({"taskId": id}));
+    assert!(text(&res["result"]).contains("again"), "{res}");
+}

@@ -51,6 +51,8 @@ pub struct Config {
     pub allow_paths: crate::files::policy::AllowPaths,
     /// Threads for batched reads (`WINX_READ_PARALLELISM`, 1..=32, default 4).
     pub read_parallelism: usize,
+    /// MCP Tasks working at once (`WINX_MAX_TASKS`, 1..=256, default 32).
+    pub max_tasks: usize,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -142,6 +144,17 @@ impl Config {
                     _ => {
                         return Err(ConfigError(format!(
                             "WINX_READ_PARALLELISM must be 1..=32, got {v:?}"
+                        )));
+                    }
+                },
+            },
+            max_tasks: match env("WINX_MAX_TASKS") {
+                None => crate::tasks::store::MAX_WORKING,
+                Some(v) => match v.parse::<usize>() {
+                    Ok(n) if (1..=256).contains(&n) => n,
+                    _ => {
+                        return Err(ConfigError(format!(
+                            "WINX_MAX_TASKS must be 1..=256, got {v:?}"
                         )));
                     }
                 },

@@ -121,7 +121,7 @@ impl Server {
             }),
             catalogs: Default::default(),
             instructions,
-            tasks: Default::default(),
+            tasks: Arc::new(TaskStore::new(config.max_tasks)),
         }
     }
 

@@ -127,8 +127,10 @@ impl<'a> Call<'a> {
                 },
                 _ => dispatch(&tctx, tool.as_str(), &args),
             };
-            finish(&store, &t, out.to_result(), Dialect::Handshake);
+            // The slot is free before the outcome is visible, so a client that sees the
+            // task end can start the next one at once.
             drop(slot);
+            finish(&store, &t, out.to_result(), Dialect::Handshake);
         })?;
         Ok(wire::created(&task, Dialect::Handshake))
     }
@@ -174,8 +176,8 @@ impl<'a> Call<'a> {
             let call = owned.borrow();
             let tctx = shared.tool_ctx(&call);
             let out = follow(&t, &tctx, pending);
-            finish(&store, &t, out.to_result(), Dialect::Modern);
             drop(slot);
+            finish(&store, &t, out.to_result(), Dialect::Modern);
         });
         match spawned {
             Ok(()) => wire::created(&task, Dialect::Modern),

@@ -24,7 +24,8 @@ pub const MIN_TTL_MS: u64 = 60 * 1000;
 pub const POLL_INTERVAL_MS: u64 = 1000;
 /// Tasks kept per principal; the oldest finished ones make room.
 pub const MAX_TASKS_PER_PRINCIPAL: usize = 1024;
-/// Tasks working at once in this process (each holds one runner thread).
+/// Default for how many tasks work at once in this process (each holds one runner
+/// thread); `WINX_MAX_TASKS` changes it.
 pub const MAX_WORKING: usize = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,16 +109,22 @@ impl Task {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum CreateError {
-    /// `MAX_WORKING` tasks are running.
+    /// The working-task limit is reached.
     Busy,
     /// The principal already keeps `MAX_TASKS_PER_PRINCIPAL` unfinished tasks.
     Full,
 }
 
-#[derive(Default)]
 pub struct TaskStore {
     tasks: Mutex<HashMap<(String, String), Arc<Task>>>,
     working: Arc<AtomicUsize>,
+    max_working: usize,
+}
+
+impl Default for TaskStore {
+    fn default() -> TaskStore {
+        TaskStore::new(MAX_WORKING)
+    }
 }
 
 /// Held by a runner: the working count drops when the runner ends, however it ends.
@@ -130,6 +137,14 @@ impl Drop for RunnerSlot {
 }
 
 impl TaskStore {
+    pub fn new(max_working: usize) -> TaskStore {
+        TaskStore {
+            tasks: Default::default(),
+            working: Default::default(),
+            max_working: max_working.max(1),
+        }
+    }
+
     /// Create a working task for `principal`, reserving a runner slot. `ttl_ms` is the
     /// caller's wish, clamped to `MIN_TTL_MS..=MAX_TTL_MS`.
     pub fn create(
@@ -141,7 +156,7 @@ impl TaskStore {
         let reserved = self
             .working
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_WORKING).then_some(n + 1)
+                (n < self.max_working).then_some(n + 1)
             });
         if reserved.is_err() {
             return Err(CreateError::Busy);
