@@ -370,3 +370,69 @@ fn list(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use crate::config::profile::{Profile, ToolPolicy};
+    use proptest::prelude::*;
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[ -~]{0,40}".prop_map(Value::String),
+            Just(json!("task_00000000000000000000000000000000")),
+            Just(json!({wire::EXTENSION: {}})),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("taskId".to_string()),
+                        Just("cursor".to_string()),
+                        Just("ttl".to_string()),
+                        Just("extensions".to_string()),
+                        Just(META_CLIENT_CAPABILITIES.to_string()),
+                        "[a-z_]{1,6}",
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
+        /// Any params reach a structured answer: never a panic, never an unexpected code.
+        #[test]
+        fn task_methods_never_panic(
+            name in prop_oneof![
+                Just("tasks/get"), Just("tasks/result"), Just("tasks/list"),
+                Just("tasks/cancel"), Just("tasks/update"), Just("tasks/other"),
+            ],
+            params in proptest::collection::btree_map(
+                prop_oneof![Just("taskId".to_string()), Just("cursor".to_string()),
+                            Just("task".to_string()), Just("_meta".to_string())],
+                arb_value(), 0..4),
+            modern in any::<bool>(),
+        ) {
+            let store = TaskStore::default();
+            let policy = ToolPolicy::profile(Profile::Full);
+            let ctx = CallContext { principal: "p", policy: &policy,
+                affinity: Default::default(), conversation: None };
+            let params: Map<String, Value> = params.into_iter().collect();
+            let dialect = if modern { Dialect::Modern } else { Dialect::Handshake };
+            let _ = augmentation(dialect, &params);
+            // The store is empty, so no lookup succeeds and `tasks/result` never blocks.
+            match method(&store, &ctx, dialect, name, &params) {
+                Ok(v) => prop_assert!(v.is_object()),
+                Err(e) => prop_assert!([-32021, -32602, -32601].contains(&e.code.code()), "{e:?}"),
+            }
+        }
+    }
+}
