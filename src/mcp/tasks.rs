@@ -266,6 +266,22 @@ pub fn method(
     method: &str,
     params: &Map<String, Value>,
 ) -> Result<Value, RpcError> {
+    let known = [
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+        "tasks/update",
+    ];
+    if !known.contains(&method) {
+        return Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            format!(
+                "method not found: {}",
+                method.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
     if dialect == Dialect::Modern && !declares_extension(params) {
         return Err(RpcError::new(
             ErrorCode::MissingClientCapability,
@@ -275,16 +291,6 @@ pub fn method(
     }
     if method == "tasks/list" {
         return list(store, ctx.principal, dialect, params);
-    }
-    let known = ["tasks/get", "tasks/result", "tasks/cancel", "tasks/update"];
-    if !known.contains(&method) {
-        return Err(RpcError::new(
-            ErrorCode::MethodNotFound,
-            format!(
-                "method not found: {}",
-                method.chars().take(64).collect::<String>()
-            ),
-        ));
     }
     let id = params
         .get("taskId")
