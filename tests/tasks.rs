@@ -459,3 +459,123 @@ fn at_the_working_task_limit_calls_fall_back_inline() {
     let res = a.request("tasks/result", json!({"taskId": id}));
     assert!(text(&res["result"]).contains("again"), "{res}");
 }
+
+/// A second adapter on the first one's state and runtime directories.
+fn restart_adapter(old: &Agent, rt: &str) -> Agent {
+    Agent::spawn_with(Opts {
+        state: Some(old.state.clone()),
+        workspace: Some(old.workspace.clone()),
+        env: &[
+            (
+                "XDG_RUNTIME_DIR",
+                old.dir.path().join("run").to_str().unwrap(),
+            ),
+            ("WINX_RUNTIME", rt),
+        ],
+        ..Default::default()
+    })
+}
+
+/// The whole output of a result: its text, or its spill file when truncated.
+fn whole_output(result: &Value) -> String {
+    match result["structuredContent"]["data"]["spill_path"].as_str() {
+        Some(p) => std::fs::read_to_string(p).unwrap(),
+        None => text(result),
+    }
+}
+
+#[test]
+fn a_task_outlives_an_adapter_restart() {
+    let mut a = spawn("daemon");
+    let first = a.first_call();
+    let gate = Gate::new(&a);
+    let cmd = format!(
+        "echo before-restart; read x < {}; echo after-$x",
+        q(&gate.0)
+    );
+    let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        true,
+    );
+    let id = r["result"]["taskId"].as_str().unwrap().to_string();
+    // While the task's command runs, the session refuses a second foreground command.
+    let args = bash_args(
+        &first,
+        "sleep 0.2; echo finished-early",
+        json!({"wait_policy": "until_complete"}),
+    );
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        true,
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["errorCode"], "command_already_running",
+        "{r}"
+    );
+    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    let mut b = restart_adapter(&a, "daemon");
+    // The new adapter knows the task from the state store and follows the command.
+    let now = modern(&mut b, "tasks/get", json!({"taskId": id}), true)["result"].clone();
+    assert_eq!(now["status"], "working", "{now}");
+    let listed = modern(&mut b, "tasks/list", json!({}), true);
+    assert_eq!(
+        listed["result"]["tasks"][0]["taskId"],
+        json!(id),
+        "{listed}"
+    );
+    gate.open("restart");
+    let done = until_terminal(&mut b, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = &done["result"];
+    assert_eq!(
+        result["structuredContent"]["data"]["exit_code"], 0,
+        "{result}"
+    );
+    let all = whole_output(result);
+    assert!(
+        all.contains("before-restart") && all.contains("after-restart"),
+        "{all}"
+    );
+    // And a third adapter reads the finished task back as it was.
+    unsafe { nix::libc::kill(b.pid() as i32, nix::libc::SIGKILL) };
+    let mut c = restart_adapter(&a, "daemon");
+    let again = modern(&mut c, "tasks/get", json!({"taskId": id}), true)["result"].clone();
+    assert_eq!(again["status"], "completed", "{again}");
+    assert_eq!(again["result"], done["result"]);
+}
+
+#[test]
+fn a_task_whose_shell_died_with_the_adapter_reports_an_unknown_outcome() {
+    let mut a = spawn("embedded");
+    let first = a.first_call();
+    let gate = Gate::new(&a);
+    let cmd = format!("read x < {}", q(&gate.0));
+    let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
+    let r = modern(
+        &mut a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        true,
+    );
+    let modern_id = r["result"]["taskId"].as_str().unwrap().to_string();
+    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    // Embedded shells end with their adapter: nothing is left to follow.
+    let mut b = restart_adapter(&a, "embedded");
+    let done = until_terminal(&mut b, &modern_id);
+    assert_eq!(done["status"], "completed", "{done}");
+    let sc = &done["result"]["structuredContent"];
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert_eq!(sc["errorCode"], "task_outcome_unknown", "{done}");
+    assert_eq!(
+        sc["nextAction"]["arguments"]["action_json"]["status_check"],
+        true
+    );
+    // Unknown IDs stay unknown after a restart.
+    let r = modern(&mut b, "tasks/get", json!({"taskId": "task_nope"}), true);
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}

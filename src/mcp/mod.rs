@@ -3,6 +3,7 @@
 
 pub mod protocol;
 pub mod server;
+mod task_runner;
 pub mod tasks;
 
 pub use server::{CallContext, Server};

@@ -85,6 +85,10 @@ impl OwnedCall {
 }
 
 impl Shared {
+    pub fn sessions(&self) -> &SessionService {
+        &self.sessions
+    }
+
     pub fn tool_ctx<'a>(&'a self, ctx: &CallContext<'a>) -> ToolContext<'a> {
         ToolContext {
             sessions: &self.sessions,
@@ -171,7 +175,7 @@ impl Server {
             "tools/list" => Ok(self.tools_list(ctx)),
             "tools/call" => self.tools_call(ctx, dialect, req.params),
             m if m.starts_with("tasks/") => {
-                tasks::method(&self.tasks, ctx, dialect, m, &req.params)
+                tasks::method(&self.shared, &self.tasks, ctx, dialect, m, &req.params)
             }
             other => Err(RpcError::new(
                 ErrorCode::MethodNotFound,

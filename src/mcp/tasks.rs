@@ -9,16 +9,15 @@
 
 use super::protocol::META_CLIENT_CAPABILITIES;
 use super::server::{CallContext, OwnedCall, Shared};
+use super::task_runner;
 use crate::deadline::Deadline;
 use crate::jsonrpc::{ErrorCode, RpcError};
-use crate::tasks::store::{
-    CreateError, MAX_WORKING, Outcome, RESULT_WAIT, Status, Task, TaskStore,
-};
+use crate::tasks::store::{CreateError, Outcome, RESULT_WAIT, Status, Task, TaskStore};
 use crate::tasks::wire::{self, Dialect, RELATED_TASK};
 use crate::tools::bash::{self, Step};
 use crate::tools::catalog::task_capable;
+use crate::tools::dispatch;
 use crate::tools::name::ToolName;
-use crate::tools::{ToolContext, dispatch};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,30 +107,26 @@ impl<'a> Call<'a> {
             })?;
         let (task, slot) = self
             .store
-            .create(self.ctx.principal, tool.as_str(), ttl_ms)
+            .create(self.ctx.principal, tool.as_str(), ttl_ms, true)
             .map_err(busy)?;
-        let (shared, store, owned) = (
-            self.shared.clone(),
-            self.store.clone(),
-            OwnedCall::of(self.ctx),
-        );
-        let (args, t) = (self.args, task.clone());
-        spawn_runner(self.store, &task, move || {
-            let call = owned.borrow();
-            let tctx = shared.tool_ctx(&call);
-            let out = match tool {
-                ToolName::BashCommand => match bash::start(&tctx, &args, true) {
+        task_runner::save(self.shared, &task);
+        let (shared, args) = (self.shared.clone(), self.args);
+        let owned = OwnedCall::of(self.ctx);
+        task_runner::spawn(
+            self.shared,
+            self.store,
+            &task,
+            slot,
+            owned,
+            move |tctx, t| match tool {
+                ToolName::BashCommand => match bash::start(tctx, &args, true) {
                     Ok(Step::Done(out)) => out,
-                    Ok(Step::Running(p)) => follow(&t, &tctx, p),
+                    Ok(Step::Running(p)) => task_runner::follow(&shared, t, tctx, p),
                     Err(e) => e.into_output(tool.as_str()),
                 },
-                _ => dispatch(&tctx, tool.as_str(), &args),
-            };
-            // The slot is free before the outcome is visible, so a client that sees the
-            // task end can start the next one at once.
-            drop(slot);
-            finish(&store, &t, out.to_result(), Dialect::Handshake);
-        })?;
+                _ => dispatch(tctx, tool.as_str(), &args),
+            },
+        )?;
         Ok(wire::created(&task, Dialect::Handshake))
     }
 
@@ -153,7 +148,7 @@ impl<'a> Call<'a> {
         };
         let until_complete =
             self.args.get("wait_policy").and_then(Value::as_str) == Some("until_complete");
-        let (task, slot) = match self.store.create(call.principal, &self.name, None) {
+        let (task, slot) = match self.store.create(call.principal, &self.name, None, false) {
             Ok(created) => created,
             Err(e) => {
                 // No task: the documented synchronous fallback (or the running result).
@@ -170,15 +165,18 @@ impl<'a> Call<'a> {
                 return out.to_result();
             }
         };
-        let (shared, store, owned) = (self.shared.clone(), self.store.clone(), OwnedCall::of(call));
-        let t = task.clone();
-        let spawned = spawn_runner(self.store, &task, move || {
-            let call = owned.borrow();
-            let tctx = shared.tool_ctx(&call);
-            let out = follow(&t, &tctx, pending);
-            drop(slot);
-            finish(&store, &t, out.to_result(), Dialect::Modern);
-        });
+        // Recorded before the answer, so a restarted adapter can always take over.
+        task.set_follow(pending.follow_info());
+        task_runner::save(self.shared, &task);
+        let shared = self.shared.clone();
+        let spawned = task_runner::spawn(
+            self.shared,
+            self.store,
+            &task,
+            slot,
+            OwnedCall::of(call),
+            move |tctx, t| task_runner::follow(&shared, t, tctx, pending),
+        );
         match spawned {
             Ok(()) => wire::created(&task, Dialect::Modern),
             Err(e) => json!({"content": [{"type": "text", "text": e.message}], "isError": true}),
@@ -189,78 +187,15 @@ impl<'a> Call<'a> {
 fn busy(e: CreateError) -> RpcError {
     RpcError::new(
         ErrorCode::InternalError,
-        format!(
-            "cannot start a task: {MAX_WORKING} tasks are already working ({e:?}); retry later"
-        ),
+        format!("cannot start a task: too many tasks are working ({e:?}); retry later"),
     )
     .with_data(json!({"retryAfterMs": 1000}))
 }
 
-/// Start the runner thread; if the thread cannot start, the task fails visibly.
-fn spawn_runner(
-    store: &TaskStore,
-    task: &Arc<Task>,
-    f: impl FnOnce() + Send + 'static,
-) -> Result<(), RpcError> {
-    let spawned = std::thread::Builder::new()
-        .name("task-runner".into())
-        .spawn(f);
-    spawned.map(|_| ()).map_err(|e| {
-        let err = RpcError::new(
-            ErrorCode::InternalError,
-            format!("cannot start task {}: {e}", task.id),
-        );
-        store.finish(
-            task,
-            Outcome::Error(err.clone()),
-            Status::Failed,
-            err.message.clone(),
-        );
-        err
-    })
-}
-
-/// Follow a running shell command until it ends, the task's TTL, or cancellation.
-fn follow(
-    task: &Arc<Task>,
-    tctx: &ToolContext,
-    pending: bash::task::Pending,
-) -> crate::tools::envelope::ToolOutput {
-    task.set_interrupt(Box::new(pending.interrupter()));
-    if task.state().status == Status::Cancelled
-        && let Some(interrupt) = task.take_interrupt()
-    {
-        // Cancelled before the interrupt was in place: deliver it now.
-        interrupt();
-    }
-    let deadline = Deadline::after("task ttl", Duration::from_millis(task.ttl_ms));
-    let t = task.clone();
-    pending.finish(tctx, deadline, &move || {
-        t.state().status == Status::Cancelled
-    })
-}
-
-/// Store a runner's result; its status follows the era's rule for `isError` results.
-fn finish(store: &TaskStore, task: &Task, mut result: Value, dialect: Dialect) {
-    let is_error = result["isError"].as_bool().unwrap_or(false);
-    let message = result["structuredContent"]["message"]
-        .as_str()
-        .unwrap_or("done")
-        .to_string();
-    result["resultType"] = json!("complete");
-    // 2025-11-25 counts a tool error as a failed task; 2026-07-28 keeps `failed` for
-    // JSON-RPC errors only.
-    let status = if is_error && dialect == Dialect::Handshake {
-        Status::Failed
-    } else {
-        Status::Completed
-    };
-    store.finish(task, Outcome::Result(result), status, message);
-}
-
 /// Serve one `tasks/*` method.
-pub fn method(
-    store: &TaskStore,
+pub(super) fn method(
+    shared: &Arc<Shared>,
+    store: &Arc<TaskStore>,
     ctx: &CallContext,
     dialect: Dialect,
     method: &str,
@@ -290,19 +225,19 @@ pub fn method(
         .with_data(json!({"requiredCapabilities": {"extensions": {wire::EXTENSION: {}}}})));
     }
     if method == "tasks/list" {
-        return list(store, ctx.principal, dialect, params);
+        return list(shared, store, ctx, dialect, params);
     }
     let id = params
         .get("taskId")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid_params(format!("{method}: taskId must be a string")))?;
-    let task = store.get(ctx.principal, id).ok_or_else(|| {
+    let task = task_runner::lookup(shared, store, ctx, id).ok_or_else(|| {
         RpcError::invalid_params("Failed to retrieve task: task not found (or expired)")
     })?;
     match method {
         "tasks/get" => Ok(wire::detailed(&task, dialect)),
         "tasks/result" => result(&task),
-        "tasks/cancel" => match (store.cancel(&task), dialect) {
+        "tasks/cancel" => match (cancel(shared, store, &task), dialect) {
             (Ok(()), Dialect::Handshake) => Ok(wire::detailed(&task, dialect)),
             (Err(s), Dialect::Handshake) => Err(RpcError::invalid_params(format!(
                 "Cannot cancel task: already in terminal status {:?}",
@@ -346,12 +281,21 @@ fn result(task: &Task) -> Result<Value, RpcError> {
     }
 }
 
+/// Cancel, and record the cancellation.
+fn cancel(shared: &Shared, store: &TaskStore, task: &Task) -> Result<(), Status> {
+    store.cancel(task)?;
+    task_runner::save(shared, task);
+    Ok(())
+}
+
 fn list(
-    store: &TaskStore,
-    principal: &str,
+    shared: &Arc<Shared>,
+    store: &Arc<TaskStore>,
+    ctx: &CallContext,
     dialect: Dialect,
     params: &Map<String, Value>,
 ) -> Result<Value, RpcError> {
+    let principal = ctx.principal;
     let start = match params.get("cursor") {
         None | Some(Value::Null) => 0,
         Some(Value::String(c)) => c
@@ -363,6 +307,12 @@ fn list(
             ));
         }
     };
+    // Tasks written by earlier processes join this process's table (and get a runner).
+    for id in task_runner::stored_ids(shared, principal) {
+        if !store.contains(principal, &id) {
+            task_runner::lookup(shared, store, ctx, &id);
+        }
+    }
     let all = store.list(principal);
     let page: Vec<Value> = all
         .iter()
@@ -381,6 +331,7 @@ fn list(
 mod fuzz {
     use super::*;
     use crate::config::profile::{Profile, ToolPolicy};
+    use crate::jsonrpc::{Id, Request};
     use proptest::prelude::*;
 
     fn arb_value() -> impl Strategy<Value = Value> {
@@ -427,17 +378,27 @@ mod fuzz {
                 arb_value(), 0..4),
             modern in any::<bool>(),
         ) {
-            let store = TaskStore::default();
+            let tmp = tempfile::tempdir().unwrap();
+            let state = tmp.path().join("state").to_string_lossy().into_owned();
+            let config = crate::config::Config::build(
+                &Default::default(),
+                vec![("WINX_STATE_DIR".into(), state), ("WINX_RUNTIME".into(), "embedded".into())],
+            ).unwrap();
+            let server = super::super::Server::new(&config);
             let policy = ToolPolicy::profile(Profile::Full);
             let ctx = CallContext { principal: "p", policy: &policy,
                 affinity: Default::default(), conversation: None };
             let params: Map<String, Value> = params.into_iter().collect();
             let dialect = if modern { Dialect::Modern } else { Dialect::Handshake };
             let _ = augmentation(dialect, &params);
-            // The store is empty, so no lookup succeeds and `tasks/result` never blocks.
-            match method(&store, &ctx, dialect, name, &params) {
+            // No task exists, so no lookup succeeds and `tasks/result` never blocks.
+            let req = Request { id: Id::Num(1), method: name.to_string(), params };
+            match server.handle(&ctx, req).outcome {
                 Ok(v) => prop_assert!(v.is_object()),
-                Err(e) => prop_assert!([-32021, -32602, -32601].contains(&e.code.code()), "{e:?}"),
+                // -32022: a `_meta` naming an unknown protocol version.
+                Err(e) => prop_assert!(
+                    [-32021, -32022, -32602, -32601].contains(&e.code.code()), "{e:?}"
+                ),
             }
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod receipts;
 pub mod sessions;
+pub mod tasks;
 
 use parking_lot::Mutex;
 use rusqlite::Connection;
@@ -34,6 +35,21 @@ const MIGRATIONS: &[&str] = &[
         text TEXT NOT NULL,
         data TEXT NOT NULL,
         created_at_ms INTEGER NOT NULL
+    ) STRICT;",
+    // 3: MCP Tasks, so a handle outlives the adapter that created it.
+    "CREATE TABLE tasks (
+        principal TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        legacy INTEGER NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        ttl_ms INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        status_message TEXT,
+        updated_at_ms INTEGER NOT NULL,
+        outcome TEXT,
+        follow TEXT,
+        PRIMARY KEY (principal, task_id)
     ) STRICT;",
 ];
 

@@ -73,7 +73,14 @@ pub struct Task {
     pub tool: String,
     pub created_ms: i64,
     pub ttl_ms: u64,
+    /// Created by a 2025-11-25 `params.task` (its `isError` rule applies).
+    pub legacy: bool,
     state: Mutex<State>,
+    /// What the runner follows (opaque to the store; persisted so another process can
+    /// take over).
+    follow: Mutex<Option<Value>>,
+    /// A runner in this process owns the task.
+    runner: std::sync::atomic::AtomicBool,
     done_tx: Mutex<Option<Sender<()>>>,
     done_rx: Receiver<()>,
     /// How to interrupt the work (for a shell command: Ctrl-C to its session).
@@ -83,6 +90,54 @@ pub struct Task {
 impl Task {
     pub fn state(&self) -> State {
         self.state.lock().clone()
+    }
+
+    pub fn follow(&self) -> Option<Value> {
+        self.follow.lock().clone()
+    }
+
+    pub fn set_follow(&self, v: Value) {
+        *self.follow.lock() = Some(v);
+    }
+
+    /// Claim the task for a runner in this process; false if one already has it.
+    pub fn claim_runner(&self) -> bool {
+        !self.runner.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn release_runner(&self) {
+        self.runner.store(false, Ordering::Release);
+    }
+
+    /// A task as stored by another process. A restored task has no runner yet; one that
+    /// already has an outcome is finished.
+    #[allow(clippy::too_many_arguments)]
+    pub fn restored(
+        id: String,
+        principal: String,
+        tool: String,
+        created_ms: i64,
+        ttl_ms: u64,
+        legacy: bool,
+        state: State,
+        follow: Option<Value>,
+    ) -> Task {
+        let (done_tx, done_rx) = bounded(0);
+        let finished = state.outcome.is_some();
+        Task {
+            id,
+            principal,
+            tool,
+            created_ms,
+            ttl_ms,
+            legacy,
+            state: Mutex::new(state),
+            follow: Mutex::new(follow),
+            runner: Default::default(),
+            done_tx: Mutex::new((!finished).then_some(done_tx)),
+            done_rx,
+            interrupt: Mutex::new(None),
+        }
     }
 
     pub fn set_interrupt(&self, f: Box<dyn FnOnce() + Send>) {
@@ -152,16 +207,9 @@ impl TaskStore {
         principal: &str,
         tool: &str,
         ttl_ms: Option<u64>,
+        legacy: bool,
     ) -> Result<(Arc<Task>, RunnerSlot), CreateError> {
-        let reserved = self
-            .working
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max_working).then_some(n + 1)
-            });
-        if reserved.is_err() {
-            return Err(CreateError::Busy);
-        }
-        let slot = RunnerSlot(self.working.clone());
+        let slot = self.reserve().ok_or(CreateError::Busy)?;
         let now = unix_ms();
         let mut tasks = self.tasks.lock();
         tasks.retain(|_, t| !(t.expired(now) && t.state.lock().status.terminal()));
@@ -189,27 +237,55 @@ impl TaskStore {
                 None => return Err(CreateError::Full),
             }
         }
-        let (done_tx, done_rx) = bounded(0);
-        let task = Arc::new(Task {
-            id: new_task_id(),
-            principal: principal.to_string(),
-            tool: tool.to_string(),
-            created_ms: now,
-            ttl_ms: ttl_ms
+        let task = Task::restored(
+            new_task_id(),
+            principal.to_string(),
+            tool.to_string(),
+            now,
+            ttl_ms
                 .unwrap_or(DEFAULT_TTL_MS)
                 .clamp(MIN_TTL_MS, MAX_TTL_MS),
-            state: Mutex::new(State {
+            legacy,
+            State {
                 status: Status::Working,
                 message: Some(format!("{tool} is running")),
                 updated_ms: now,
                 outcome: None,
-            }),
-            done_tx: Mutex::new(Some(done_tx)),
-            done_rx,
-            interrupt: Mutex::new(None),
-        });
+            },
+            None,
+        );
+        task.claim_runner();
+        let task = Arc::new(task);
         tasks.insert((principal.to_string(), task.id.clone()), task.clone());
         Ok((task, slot))
+    }
+
+    /// A runner slot, if fewer than the limit are working.
+    pub fn reserve(&self) -> Option<RunnerSlot> {
+        self.working
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_working).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| RunnerSlot(self.working.clone()))
+    }
+
+    /// Add a task loaded from the state store, unless this process already has it; the
+    /// task in the table is returned either way.
+    pub fn insert_restored(&self, task: Task) -> Arc<Task> {
+        let key = (task.principal.clone(), task.id.clone());
+        self.tasks
+            .lock()
+            .entry(key)
+            .or_insert_with(|| Arc::new(task))
+            .clone()
+    }
+
+    /// Whether this process holds the task (loaded or created here).
+    pub fn contains(&self, principal: &str, id: &str) -> bool {
+        self.tasks
+            .lock()
+            .contains_key(&(principal.to_string(), id.to_string()))
     }
 
     /// The caller's task `id`, if it exists and has not expired.
@@ -302,7 +378,7 @@ mod tests {
     #[test]
     fn tasks_are_scoped_by_principal() {
         let s = TaskStore::default();
-        let (t, _slot) = s.create("alice", "BashCommand", None).unwrap();
+        let (t, _slot) = s.create("alice", "BashCommand", None, false).unwrap();
         assert!(t.id.starts_with("task_") && t.id.len() == 37);
         assert!(s.get("alice", &t.id).is_some());
         assert!(s.get("bob", &t.id).is_none());
@@ -313,9 +389,9 @@ mod tests {
     #[test]
     fn ttl_is_clamped() {
         let s = TaskStore::default();
-        let (a, _x) = s.create("p", "t", Some(5)).unwrap();
-        let (b, _y) = s.create("p", "t", Some(u64::MAX)).unwrap();
-        let (c, _z) = s.create("p", "t", None).unwrap();
+        let (a, _x) = s.create("p", "t", Some(5), false).unwrap();
+        let (b, _y) = s.create("p", "t", Some(u64::MAX), false).unwrap();
+        let (c, _z) = s.create("p", "t", None, false).unwrap();
         assert_eq!(a.ttl_ms, MIN_TTL_MS);
         assert_eq!(b.ttl_ms, MAX_TTL_MS);
         assert_eq!(c.ttl_ms, DEFAULT_TTL_MS);
@@ -325,22 +401,22 @@ mod tests {
     fn working_slots_are_bounded_and_released() {
         let s = TaskStore::default();
         let slots: Vec<_> = (0..MAX_WORKING)
-            .map(|_| s.create("p", "t", None).unwrap().1)
+            .map(|_| s.create("p", "t", None, false).unwrap().1)
             .collect();
         assert_eq!(
-            s.create("p", "t", None).err(),
+            s.create("p", "t", None, false).err(),
             Some(CreateError::Busy),
             "one more than MAX_WORKING is refused"
         );
         drop(slots);
         assert_eq!(s.working(), 0);
-        assert!(s.create("p", "t", None).is_ok());
+        assert!(s.create("p", "t", None, false).is_ok());
     }
 
     #[test]
     fn cancel_is_final_and_interrupts_once() {
         let s = TaskStore::default();
-        let (t, _slot) = s.create("p", "t", None).unwrap();
+        let (t, _slot) = s.create("p", "t", None, false).unwrap();
         let hits = Arc::new(AtomicUsize::new(0));
         let h = hits.clone();
         t.set_interrupt(Box::new(move || {
@@ -365,7 +441,7 @@ mod tests {
     #[test]
     fn waiting_ends_when_the_outcome_is_stored() {
         let s = Arc::new(TaskStore::default());
-        let (t, slot) = s.create("p", "t", None).unwrap();
+        let (t, slot) = s.create("p", "t", None, false).unwrap();
         assert!(!t.wait_finished(Deadline::after("test", Duration::from_millis(5))));
         let (s2, t2) = (s.clone(), t.clone());
         let h = std::thread::spawn(move || {

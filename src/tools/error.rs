@@ -76,6 +76,11 @@ pub enum ToolError {
     BackgroundLimit {
         limit: usize,
     },
+    /// A task's work was interrupted by an adapter restart and its end was not observed.
+    TaskOutcomeUnknown {
+        detail: String,
+        pair: Option<SessionPair>,
+    },
 }
 
 /// The `thread_id` + `workspace_root` pair, for next actions that must carry it.
@@ -160,6 +165,9 @@ impl ToolError {
                 false,
             ),
             ToolError::BackgroundLimit { .. } => m(Status::Failed, "background_limit", true, false),
+            ToolError::TaskOutcomeUnknown { .. } => {
+                m(Status::Failed, "task_outcome_unknown", false, false)
+            }
         }
     }
 
@@ -238,6 +246,9 @@ impl ToolError {
             ToolError::BackgroundLimit { limit } => {
                 format!("{limit} background commands are already running in this session")
             }
+            ToolError::TaskOutcomeUnknown { detail, .. } => {
+                format!("the task's outcome is unknown: {detail}")
+            }
         }
     }
 
@@ -286,6 +297,14 @@ impl ToolError {
                 instruction: "Reset the shell, then retry.".into(),
                 arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id,
                                   "workspace_root": pair.workspace_root}),
+            }),
+            ToolError::TaskOutcomeUnknown {
+                pair: Some(pair), ..
+            } => Some(NextAction {
+                tool: "BashCommand".into(),
+                instruction: "Check the command's state and output in the session itself.".into(),
+                arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
+                                  "action_json": {"status_check": true}}),
             }),
             ToolError::WaitPolicyIncompatible { corrected } => Some(NextAction {
                 tool: "BashCommand".into(),

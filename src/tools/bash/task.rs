@@ -13,6 +13,7 @@ use crate::tools::envelope::ToolOutput;
 use crate::tools::error::{SessionPair, ToolError};
 use crate::wire::guardian::{ActionResult, ProcessStatus, Request, Response, Wait};
 use crossbeam_channel::{Receiver, Sender, bounded, select};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// Longest single wait on the guardian; a task rechecks cancellation between waits.
@@ -53,6 +54,66 @@ impl Pending {
             parts: vec![first],
             interrupted_tx,
             interrupted_rx,
+        }
+    }
+
+    /// Where this command runs, for a process that takes the task over after a restart.
+    pub fn follow_info(&self) -> Value {
+        json!({
+            "key": self.key,
+            "thread_id": self.pair.thread_id,
+            "workspace_root": self.pair.workspace_root,
+            "execution_id": self.last().state.execution_id,
+        })
+    }
+
+    /// Take over following a command from `follow_info` written by another process. The
+    /// bytes that process already received count as omitted, so the spill file (built
+    /// from the start of the execution) holds the whole output.
+    pub fn resume(ctx: &ToolContext, follow: &Value) -> Result<Pending, ToolError> {
+        let field = |k: &str| follow.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(key), Some(thread_id), Some(workspace_root), Some(exec)) = (
+            field("key"),
+            field("thread_id"),
+            field("workspace_root"),
+            field("execution_id"),
+        ) else {
+            return Err(ToolError::TaskOutcomeUnknown {
+                detail: "the task does not say which command it follows".into(),
+                pair: None,
+            });
+        };
+        let pair = SessionPair {
+            thread_id,
+            workspace_root,
+        };
+        let unknown = |detail: &str, pair: &SessionPair| ToolError::TaskOutcomeUnknown {
+            detail: detail.into(),
+            pair: Some(pair.clone()),
+        };
+        let ensured = ctx.runtime.attach(&key).ok_or_else(|| {
+            unknown(
+                "the server restarted and the session's shell is gone",
+                &pair,
+            )
+        })?;
+        let req = Request::Status {
+            bg_id: None,
+            wait: Wait {
+                timeout_ms: 0,
+                settle_ms: None,
+            },
+        };
+        match ensured.client.call(&req, Duration::from_secs(5)) {
+            Ok(Response::Action(mut r)) if r.state.execution_id.as_deref() == Some(&exec) => {
+                r.omitted_bytes = r.offset_start;
+                Ok(Pending::new(key, pair, ensured.client, "command", r))
+            }
+            _ => Err(unknown(
+                "the server restarted and the command's end was not observed; its output is \
+                 in the session",
+                &pair,
+            )),
         }
     }
 

@@ -1,0 +1,190 @@
+//! Task runners: the threads that finish tasks, writing every change to the state store,
+//! and the take-over of tasks whose runner died with another adapter process.
+//!
+//! Invariant: at most one runner per task per process (`Task::claim_runner`), and every
+//! runner holds a `RunnerSlot`, so working tasks stay within `WINX_MAX_TASKS`.
+
+use super::server::{CallContext, OwnedCall, Shared};
+use crate::deadline::{Deadline, unix_ms};
+use crate::jsonrpc::{ErrorCode, RpcError};
+use crate::tasks::durable;
+use crate::tasks::store::{Outcome, RunnerSlot, Status, Task, TaskStore};
+use crate::tools::ToolContext;
+use crate::tools::bash::task::Pending;
+use crate::tools::envelope::ToolOutput;
+use crate::tools::error::ToolError;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Run `work` for `task` on its own thread; its result is stored and persisted, and the
+/// slot is freed before the outcome becomes visible (a client that sees the task end can
+/// start the next one at once). If the thread cannot start, the task fails visibly.
+pub(super) fn spawn(
+    shared: &Arc<Shared>,
+    store: &Arc<TaskStore>,
+    task: &Arc<Task>,
+    slot: RunnerSlot,
+    owned: OwnedCall,
+    work: impl FnOnce(&ToolContext, &Arc<Task>) -> ToolOutput + Send + 'static,
+) -> Result<(), RpcError> {
+    let (sh, st, t) = (shared.clone(), store.clone(), task.clone());
+    let spawned = std::thread::Builder::new()
+        .name("task-runner".into())
+        .spawn(move || {
+            let call = owned.borrow();
+            let tctx = sh.tool_ctx(&call);
+            let out = work(&tctx, &t);
+            drop(slot);
+            finish(&st, &t, out.to_result());
+            save(&sh, &t);
+        });
+    spawned.map(|_| ()).map_err(|e| {
+        let err = RpcError::new(
+            ErrorCode::InternalError,
+            format!("cannot start task {}: {e}", task.id),
+        );
+        store.finish(
+            task,
+            Outcome::Error(err.clone()),
+            Status::Failed,
+            err.message.clone(),
+        );
+        save(shared, task);
+        err
+    })
+}
+
+/// Follow a running shell command until it ends, the task's TTL, or cancellation.
+pub(super) fn follow(
+    shared: &Shared,
+    task: &Arc<Task>,
+    tctx: &ToolContext,
+    pending: Pending,
+) -> ToolOutput {
+    task.set_follow(pending.follow_info());
+    save(shared, task);
+    task.set_interrupt(Box::new(pending.interrupter()));
+    if task.state().status == Status::Cancelled
+        && let Some(interrupt) = task.take_interrupt()
+    {
+        // Cancelled before the interrupt was in place: deliver it now.
+        interrupt();
+    }
+    let left = (task.created_ms + task.ttl_ms.min(i64::MAX as u64) as i64 - unix_ms()).max(0);
+    let deadline = Deadline::after("task ttl", Duration::from_millis(left as u64));
+    let t = task.clone();
+    pending.finish(tctx, deadline, &move || {
+        t.state().status == Status::Cancelled
+    })
+}
+
+/// Store a runner's result; its status follows the creating era's rule for `isError`.
+fn finish(store: &TaskStore, task: &Task, mut result: Value) {
+    let is_error = result["isError"].as_bool().unwrap_or(false);
+    let message = result["structuredContent"]["message"]
+        .as_str()
+        .unwrap_or("done")
+        .to_string();
+    result["resultType"] = json!("complete");
+    // 2025-11-25 counts a tool error as a failed task; 2026-07-28 keeps `failed` for
+    // JSON-RPC errors only.
+    let status = if is_error && task.legacy {
+        Status::Failed
+    } else {
+        Status::Completed
+    };
+    store.finish(task, Outcome::Result(result), status, message);
+}
+
+/// Write the task's current state to the state store. Best effort: on failure the task
+/// goes on in this process and the failure is logged.
+pub(super) fn save(shared: &Shared, task: &Task) {
+    let written = shared
+        .sessions()
+        .store()
+        .map_err(|e| e.message())
+        .and_then(|s| {
+            s.task_put(&durable::to_row(task), unix_ms())
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = written {
+        log::warn!("task {}: not persisted: {e}", task.id);
+    }
+}
+
+/// The caller's task: from this process, else from the state store (written by an
+/// earlier adapter process), in which case a runner here takes it over.
+pub(super) fn lookup(
+    shared: &Arc<Shared>,
+    store: &Arc<TaskStore>,
+    ctx: &CallContext,
+    id: &str,
+) -> Option<Arc<Task>> {
+    let task = match store.get(ctx.principal, id) {
+        Some(t) => t,
+        // Held here but expired: gone.
+        None if store.contains(ctx.principal, id) => return None,
+        None => {
+            let row = shared
+                .sessions()
+                .store()
+                .ok()?
+                .task_get(ctx.principal, id)
+                .ok()??;
+            let task = durable::from_row(row)?;
+            store.insert_restored(task);
+            store.get(ctx.principal, id)?
+        }
+    };
+    take_over(shared, store, ctx, &task);
+    Some(task)
+}
+
+/// The caller's task IDs in the state store, newest first.
+pub(super) fn stored_ids(shared: &Shared, principal: &str) -> Vec<String> {
+    shared
+        .sessions()
+        .store()
+        .ok()
+        .and_then(|s| s.task_ids(principal).ok())
+        .unwrap_or_default()
+}
+
+/// Give a task without an outcome and without a runner in this process a runner: it
+/// follows the recorded shell command, or reports the outcome as unknown when there is
+/// nothing to follow. Without a free slot, a later lookup tries again.
+fn take_over(shared: &Arc<Shared>, store: &Arc<TaskStore>, ctx: &CallContext, task: &Arc<Task>) {
+    if task.state().outcome.is_some() || !task.claim_runner() {
+        return;
+    }
+    let Some(slot) = store.reserve() else {
+        task.release_runner();
+        return;
+    };
+    log::info!("task {}: taking over from an earlier process", task.id);
+    let sh = shared.clone();
+    let result = spawn(
+        shared,
+        store,
+        task,
+        slot,
+        OwnedCall::of(ctx),
+        move |tctx, t| {
+            let followed = match t.follow() {
+                Some(f) if t.tool == "BashCommand" => Pending::resume(tctx, &f),
+                _ => Err(ToolError::TaskOutcomeUnknown {
+                    detail: "the server restarted while this task was working".into(),
+                    pair: None,
+                }),
+            };
+            match followed {
+                Ok(p) => follow(&sh, t, tctx, p),
+                Err(e) => e.into_output(&t.tool),
+            }
+        },
+    );
+    if let Err(e) = result {
+        log::warn!("task {}: take-over failed: {}", task.id, e.message);
+    }
+}
