@@ -1,7 +1,8 @@
 //! A connection to one guardian: hello, one request, one (possibly deferred) response.
 
 use crate::wire::guardian::{PROTOCOL, Request, Response};
-use crate::wire::{Hello, read_frame, write_frame};
+use crate::wire::{Hello, encode_frame, read_frame};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -63,7 +64,13 @@ impl GuardianClient {
         let mut s = UnixStream::connect(&self.socket).map_err(gone)?;
         s.set_write_timeout(Some(ANSWER_SLACK)).map_err(gone)?;
         s.set_read_timeout(Some(ANSWER_SLACK)).map_err(gone)?;
-        write_frame(&mut s, &Hello::new(PROTOCOL, "adapter")).map_err(gone)?;
+        // The request follows the hello without waiting for the guardian's: one round trip
+        // per call. A guardian speaking another protocol answers its hello and closes,
+        // discarding the request unread.
+        let mut out = Vec::new();
+        encode_frame(&mut out, &Hello::new(PROTOCOL, "adapter")).map_err(gone)?;
+        encode_frame(&mut out, req).map_err(gone)?;
+        s.write_all(&out).map_err(gone)?;
         let hello: Hello = read_frame(&mut s).map_err(gone)?;
         if hello.protocol != PROTOCOL {
             return Err(ClientError::Protocol(format!(
@@ -71,7 +78,6 @@ impl GuardianClient {
                 hello.build, hello.protocol
             )));
         }
-        write_frame(&mut s, req).map_err(gone)?;
         s.set_read_timeout(Some(wait + ANSWER_SLACK))
             .map_err(gone)?;
         let resp = read_frame(&mut s).map_err(gone)?;

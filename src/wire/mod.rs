@@ -30,6 +30,14 @@ impl Hello {
 }
 
 pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+    let mut buf = Vec::new();
+    encode_frame(&mut buf, msg)?;
+    w.write_all(&buf)?;
+    w.flush()
+}
+
+/// Append one frame to `buf` (several frames can then leave in one write).
+pub fn encode_frame<T: Serialize>(buf: &mut Vec<u8>, msg: &T) -> io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > MAX_FRAME_BYTES {
         return Err(io::Error::new(
@@ -37,11 +45,10 @@ pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()>
             "frame too large",
         ));
     }
-    let mut buf = Vec::with_capacity(4 + body.len());
+    buf.reserve(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
     buf.extend_from_slice(&body);
-    w.write_all(&buf)?;
-    w.flush()
+    Ok(())
 }
 
 pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> io::Result<T> {
