@@ -203,3 +203,31 @@ fn background_commands_are_limited_across_sessions() {
     );
     assert_eq!(r["structuredContent"]["status"], "running", "{r}");
 }
+
+#[test]
+fn silent_connections_never_stall_a_guardian() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let dir = a.dir.path().join("run/winx/g");
+    let sock = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("a guardian socket");
+    // Connections that never say hello (a client that died mid-connect, a stray probe).
+    let silent: Vec<_> = (0..3)
+        .map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap())
+        .collect();
+    // The session answers at once; before, each silent client stalled the guardian's
+    // loop for its 5 s hello timeout.
+    let t0 = std::time::Instant::now();
+    let r = a.bash(&s, json!({"command": "echo still-here"}));
+    assert!(text(&r).contains("still-here"), "{r}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(3),
+        "stalled for {:?}",
+        t0.elapsed()
+    );
+    drop(silent);
+}

@@ -16,6 +16,8 @@ use std::time::Duration;
 /// How long a client may take to send a whole frame once it started: a stuck client must
 /// not stall every other session user.
 const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections allowed to wait for their hello at once.
+const MAX_GREETING: usize = 64;
 /// How long a (re)started shell may take to print its first prompt marker.
 pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(15);
 /// Housekeeping cadence (tombstone expiry) when nothing else is pending.
@@ -47,6 +49,8 @@ pub struct EventLoop {
     listener: UnixListener,
     session: Session,
     clients: HashMap<u64, UnixStream>,
+    /// Accepted connections whose hello has not been read yet.
+    greeting: std::collections::HashSet<u64>,
     waiters: Vec<Waiter>,
     next_client: u64,
     wake: WakePipe,
@@ -71,6 +75,7 @@ impl EventLoop {
             listener,
             session,
             clients: HashMap::new(),
+            greeting: Default::default(),
             waiters: Vec::new(),
             next_client: 0,
             wake: WakePipe::new()?,
@@ -239,34 +244,56 @@ impl EventLoop {
             if !ok {
                 continue;
             }
-            let mut stream = stream;
-            let hello: std::io::Result<Hello> = read_frame(&mut stream);
-            match hello {
-                Ok(h) if h.protocol == PROTOCOL => {
-                    if write_frame(&mut stream, &Hello::new(PROTOCOL, "guardian")).is_ok() {
-                        self.next_client += 1;
-                        self.clients.insert(self.next_client, stream);
-                    }
+            // The hello is read when it arrives (`read_client`): a client that connects
+            // and stays silent never stalls the loop.
+            if self.greeting.len() >= MAX_GREETING {
+                // Many silent connections: the oldest makes room.
+                if let Some(oldest) = self.greeting.iter().min().copied() {
+                    self.drop_client(oldest);
                 }
-                Ok(h) => {
-                    log::warn!(
-                        "refusing a {} client speaking protocol {}",
-                        h.role,
-                        h.protocol
-                    );
-                    let _ = write_frame(&mut stream, &Hello::new(PROTOCOL, "guardian"));
-                }
-                Err(e) => log::debug!("client hello failed: {e}"),
+            }
+            self.next_client += 1;
+            self.clients.insert(self.next_client, stream);
+            self.greeting.insert(self.next_client);
+        }
+    }
+
+    /// Read a new client's hello and answer ours; a wrong protocol gets our hello (so it
+    /// can say what it met) and is dropped.
+    fn greet(&mut self, id: u64) {
+        self.greeting.remove(&id);
+        let Some(stream) = self.clients.get_mut(&id) else {
+            return;
+        };
+        let hello: std::io::Result<Hello> = read_frame(stream);
+        let answered = write_frame(stream, &Hello::new(PROTOCOL, "guardian")).is_ok();
+        match hello {
+            Ok(h) if h.protocol == PROTOCOL && answered => {}
+            Ok(h) => {
+                log::warn!(
+                    "refusing a {} client speaking protocol {}",
+                    h.role,
+                    h.protocol
+                );
+                self.drop_client(id);
+            }
+            Err(e) => {
+                log::debug!("client hello failed: {e}");
+                self.drop_client(id);
             }
         }
     }
 
     fn drop_client(&mut self, id: u64) {
         self.clients.remove(&id);
+        self.greeting.remove(&id);
         self.waiters.retain(|w| w.client != id);
     }
 
     fn read_client(&mut self, id: u64) {
+        if self.greeting.contains(&id) {
+            return self.greet(id);
+        }
         let Some(stream) = self.clients.get_mut(&id) else {
             return;
         };
