@@ -214,3 +214,81 @@ fn handshake_era_task_result_over_an_http_session() {
         "completed"
     );
 }
+
+/// Threads of `pid` named `name` (from /proc/<pid>/task/*/comm).
+fn threads_named(pid: i32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .count()
+}
+
+#[test]
+fn cancelling_many_tasks_at_once_leaves_no_runner_behind() {
+    const N: usize = 8;
+    let s = Server::start(&[
+        "--session-affinity",
+        "thread",
+        "--requests-per-minute",
+        "100000",
+    ]);
+    let ws = path_str(&s.home.workspace);
+    let ids: Vec<String> = (0..N)
+        .map(|i| {
+            let pair = s.call(
+                TOKEN,
+                "Initialize",
+                json!({"type": "first_call", "workspace_root": ws, "thread_id": format!("t{i}")}),
+            )["structuredContent"]["data"]
+                .clone();
+            let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
+                "action_json": {"command": format!("echo task-{i}; sleep 600")},
+                "wait_policy": "until_complete"});
+            let r = post(
+                &s,
+                TOKEN,
+                "tools/call",
+                Some("BashCommand"),
+                json!({"name": "BashCommand", "arguments": args}),
+            );
+            r.json()["result"]["taskId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}", r.text()))
+                .to_string()
+        })
+        .collect();
+    assert_eq!(threads_named(s.pid(), "task-runner"), N);
+    // Cancel them all at once, from as many clients.
+    std::thread::scope(|sc| {
+        for id in &ids {
+            let s = &s;
+            sc.spawn(move || {
+                let r = post(s, TOKEN, "tasks/cancel", Some(id), json!({"taskId": id}));
+                assert_eq!(r.status, 200, "{}", r.text());
+            });
+        }
+    });
+    let end = Instant::now() + support::HARD_TIMEOUT;
+    for (i, id) in ids.iter().enumerate() {
+        loop {
+            let t = post(&s, TOKEN, "tasks/get", Some(id), json!({"taskId": id})).json()["result"]
+                .clone();
+            assert_eq!(t["status"], "cancelled", "{t}");
+            if let Some(result) = t.get("result") {
+                let text = result["content"][0]["text"].as_str().unwrap();
+                assert!(text.contains(&format!("task-{i}")), "{text}");
+                assert_eq!(result["structuredContent"]["data"]["exit_code"], 130);
+                break;
+            }
+            assert!(Instant::now() < end, "task {id} kept running: {t}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // Every runner has ended: no thread is left following anything.
+    let end = Instant::now() + support::HARD_TIMEOUT;
+    while threads_named(s.pid(), "task-runner") > 0 {
+        assert!(Instant::now() < end, "runner threads left behind");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
