@@ -377,17 +377,21 @@ fn finish_held(c: &mut Conn) -> Resp {
 /// Hold a request that provably owns the only concurrency slot (`--max-concurrency 1`):
 /// probes get 503 only while another request holds it, and probes release their own slot
 /// before answering, so a 503 is the event "the held request was admitted". A held request
-/// that lost the admission race to a probe is replaced. Returns it with the probe's 503.
+/// that lost the admission race to a probe has been answered (503) and is replaced; one
+/// that is merely slow to be admitted is waited for, never replaced, so no stale request
+/// can own the slot. Returns it with the probe's 503.
 fn hold_admitted(s: &Server) -> (Conn, Resp) {
     let hdrs = modern_headers("server/discover", None);
-    for _ in 0..20 {
-        let held = hold_a_request(s);
-        let until = std::time::Instant::now() + Duration::from_secs(3);
-        while std::time::Instant::now() < until {
-            let r = s.conn().mcp(TOKEN, &hdrs, &discover());
-            if r.status == 503 {
-                return (held, r);
-            }
+    let until = std::time::Instant::now() + support::HARD_TIMEOUT;
+    let mut held = hold_a_request(s);
+    while std::time::Instant::now() < until {
+        let r = s.conn().mcp(TOKEN, &hdrs, &discover());
+        if r.status == 503 {
+            assert!(!held.answered(), "a 503 while the held request was refused");
+            return (held, r);
+        }
+        if held.answered() {
+            held = hold_a_request(s);
         }
     }
     panic!("the held request never owned the only slot");

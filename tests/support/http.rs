@@ -358,6 +358,19 @@ impl Conn {
         self.request("POST", "/mcp", &h, &serde_json::to_vec(body).unwrap())
     }
 
+    /// Whether the server has answered (or closed) this connection, without waiting.
+    pub fn answered(&mut self) -> bool {
+        if !self.reader.buffer().is_empty() {
+            return true;
+        }
+        let s = self.reader.get_ref();
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let got = s.peek(&mut b);
+        s.set_nonblocking(false).unwrap();
+        !matches!(got, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
     /// Read one response (Content-Length or chunked body).
     pub fn read(&mut self) -> std::io::Result<Resp> {
         let mut line = String::new();

@@ -25,6 +25,8 @@ pub struct Admitted {
     pub principal: Arc<Principal>,
     pub framing: Framing,
     pub permit: Permit,
+    /// Held until the answer is written: a draining server waits for it.
+    pub answering: Permit,
     pub deadline: Deadline,
 }
 
@@ -34,6 +36,7 @@ pub fn run(shared: &Arc<Shared>, a: Admitted) {
         principal,
         framing,
         permit,
+        answering,
         deadline,
     } = a;
     let permit = Arc::new(permit);
@@ -64,6 +67,7 @@ pub fn run(shared: &Arc<Shared>, a: Admitted) {
     // the slot. A handler still running past the deadline keeps its own clone.
     drop(permit);
     super::reply::write(rq, reply);
+    drop(answering);
 }
 
 struct Call<'a> {

@@ -67,11 +67,18 @@ fn mcp(shared: &Arc<Shared>, rq: Request, query: Option<&str>) {
         Verdict::Unauthorized => return shared.unauthorized(rq),
         Verdict::EndSession(p) => return end_session(shared, rq, &p.name),
     };
+    // The answering count has no limit of its own; `None` cannot happen in practice.
+    let Some(answering) = shared.answering.try_acquire() else {
+        return shared
+            .replier
+            .send(rq, routes::retry_later(503, "too many requests in flight"));
+    };
     let admitted = Admitted {
         rq,
         principal,
         framing,
         permit,
+        answering,
         deadline: Deadline::after("request timeout", shared.cfg.request_timeout),
     };
     let job_shared = shared.clone();

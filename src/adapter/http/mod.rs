@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     auth: auth::Authenticator,
     rate: limits::RateLimiter,
     concurrency: Arc<limits::Concurrency>,
+    /// Admitted requests whose answer is not written yet (the drain waits for these; a
+    /// concurrency permit is released earlier, before the answer is written).
+    answering: Arc<limits::Concurrency>,
     sessions: legacy::Sessions,
     draining: AtomicBool,
     io: Pool,
@@ -112,7 +115,7 @@ pub fn serve(config: &Config, http: HttpConfig) -> Result<(), ServeError> {
     shared.draining.store(true, Ordering::SeqCst);
     log::info!(
         "draining: {} request(s) in flight",
-        shared.concurrency.active()
+        shared.answering.active()
     );
     drain(&shared, &mut listener, &events, &signals);
     listener.stop();
@@ -127,6 +130,7 @@ fn shared(config: &Config, http: HttpConfig) -> std::io::Result<Shared> {
         auth: auth::Authenticator::new(http.principals.clone(), http.allow_query_token),
         rate: limits::RateLimiter::new(http.requests_per_minute),
         concurrency: limits::Concurrency::new(n),
+        answering: limits::Concurrency::new(usize::MAX),
         sessions: legacy::Sessions::default(),
         draining: AtomicBool::new(false),
         // One queue slot per permit: admission never waits on a full queue.
@@ -182,18 +186,18 @@ fn drain(
 ) {
     let grace = Deadline::after("drain grace", shared.cfg.drain_grace);
     let timeout = grace.receiver();
-    while shared.concurrency.active() > 0 {
+    while shared.answering.active() > 0 {
         select! {
             recv(events) -> ev => match ev {
                 Ok(ev) => on_event(shared, listener, ev),
                 Err(_) => return,
             },
-            recv(shared.concurrency.idle_receiver()) -> _ => {}
+            recv(shared.answering.idle_receiver()) -> _ => {}
             recv(timeout) -> _ => {
                 log::warn!(
                     "{} expired with {} request(s) still running; exiting without them",
                     grace.name(),
-                    shared.concurrency.active()
+                    shared.answering.active()
                 );
                 return;
             }
