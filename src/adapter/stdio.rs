@@ -1,7 +1,8 @@
 //! MCP over stdio: one JSON message per line in, one per line out.
 //!
 //! Threads: `stdin-reader` (this function's caller thread) parses lines and queues
-//! requests; `mcp-worker-N` run them; `stdout-writer` is the only writer of stdout.
+//! requests; `mcp-worker-N` run them and write their own answers through the one
+//! `writer::Output` (a mutex keeps every line whole).
 //! Answers leave in completion order. On stdin EOF the reader stops, queued and running
 //! requests are answered within `SHUTDOWN_GRACE`, then the process returns.
 
@@ -11,7 +12,6 @@ use super::writer;
 use crate::deadline::{Deadline, Stopwatch};
 use crate::jsonrpc::line_reader::{Line, LineReader};
 use crate::jsonrpc::{ErrorCode, Id, Incoming, Request, Response, RpcError, parse_message};
-use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -48,7 +48,7 @@ where
     R: BufRead,
     W: Write + Send + 'static,
 {
-    let (out, writer_thread) = writer::spawn(output)?;
+    let out = writer::Output::new(output);
     let pool = Pool::new("mcp-worker", limits.workers, QUEUE_DEPTH)?;
     let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
     let mut reader = LineReader::new(input, limits.max_message_bytes);
@@ -87,15 +87,14 @@ where
         }
     }
     log::debug!("stdin closed; finishing in-flight requests");
-    if pool.shutdown(Deadline::after("shutdown grace", SHUTDOWN_GRACE)) {
-        drop(out);
-        let _ = writer_thread.join();
+    if !pool.shutdown(Deadline::after("shutdown grace", SHUTDOWN_GRACE)) {
+        log::warn!("shutdown grace expired with requests still running; exiting without them");
     }
     Ok(())
 }
 
-fn send(out: &Sender<Vec<u8>>, resp: &Response) {
-    let _ = out.send(resp.to_bytes());
+fn send(out: &writer::Output, resp: &Response) {
+    out.send(resp.to_bytes());
 }
 
 fn cancel(in_flight: &InFlight, id: Option<&Value>) {
@@ -110,7 +109,7 @@ fn cancel(in_flight: &InFlight, id: Option<&Value>) {
 fn queue(
     pool: &Pool,
     in_flight: &InFlight,
-    out: &Sender<Vec<u8>>,
+    out: &writer::Output,
     handler: &Arc<dyn Handler>,
     req: Request,
 ) {

@@ -1,26 +1,43 @@
-//! The single writer thread: serialises outgoing messages, one per line, flushed each.
+//! The one output of a stdio connection: each message is written whole, as one line,
+//! and flushed, by whichever thread produced it.
+//!
+//! Invariant: messages never interleave (one mutex around the stream); a worker writes its
+//! own answer, so an answer costs no thread hand-off. A client that stops reading blocks
+//! the writers, which is the backpressure we want: memory stays bounded.
 
-use crossbeam_channel::{Receiver, Sender, unbounded};
+use parking_lot::Mutex;
 use std::io::Write;
-use std::thread::{self, JoinHandle};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Spawn the writer. It exits when every `Sender` is dropped or the output fails.
-pub fn spawn<W: Write + Send + 'static>(
-    out: W,
-) -> std::io::Result<(Sender<Vec<u8>>, JoinHandle<()>)> {
-    let (tx, rx) = unbounded::<Vec<u8>>();
-    let handle = thread::Builder::new()
-        .name("stdout-writer".into())
-        .spawn(move || run(out, rx))?;
-    Ok((tx, handle))
+#[derive(Clone)]
+pub struct Output(Arc<Inner>);
+
+struct Inner {
+    stream: Mutex<Box<dyn Write + Send>>,
+    closed: AtomicBool,
 }
 
-fn run<W: Write>(mut out: W, rx: Receiver<Vec<u8>>) {
-    for mut msg in rx {
-        msg.push(b'\n');
-        if let Err(e) = out.write_all(&msg).and_then(|_| out.flush()) {
-            log::error!("output closed: {e}");
+impl Output {
+    pub fn new<W: Write + Send + 'static>(out: W) -> Output {
+        Output(Arc::new(Inner {
+            stream: Mutex::new(Box::new(out)),
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    /// Write `msg` and a newline, then flush. After a failed write the output is closed
+    /// and later messages are dropped (the client has gone).
+    pub fn send(&self, mut msg: Vec<u8>) {
+        if self.0.closed.load(Ordering::Acquire) {
             return;
+        }
+        msg.push(b'\n');
+        let mut out = self.0.stream.lock();
+        if let Err(e) = out.write_all(&msg).and_then(|_| out.flush())
+            && !self.0.closed.swap(true, Ordering::AcqRel)
+        {
+            log::error!("output closed: {e}");
         }
     }
 }
