@@ -270,3 +270,174 @@ mod tests {
         assert_eq!(p(&["serve", "--help"]), Ok(Command::Help));
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::super::opcli::{OpCommand, VERBS};
+    use super::*;
+    use proptest::prelude::*;
+    use std::os::unix::ffi::OsStringExt;
+
+    const WORDS: &[&str] = &[
+        "serve",
+        "--http",
+        "--bind",
+        "127.0.0.1:0",
+        "--bind=[::1]:8000",
+        "--token",
+        "--token=",
+        "--token=abc",
+        "--token-file",
+        "/t",
+        "--principal-config",
+        "p.toml",
+        "--allow-tool",
+        "Initialize",
+        "--allow-tool=ReadFiles",
+        "--tool-profile",
+        "coding",
+        "--session-affinity",
+        "thread",
+        "--allow-weak-token",
+        "--allow-non-loopback",
+        "--allowed-host",
+        "a.example",
+        "--allow-query-token",
+        "--max-concurrency",
+        "--max-concurrency=4",
+        "--requests-per-minute",
+        "list",
+        "--table",
+        "kill",
+        "--all",
+        "attach",
+        "--follow",
+        "prune",
+        "--idle-seconds",
+        "restart-daemon",
+        "doctor",
+        "-h",
+        "-V",
+        "--help",
+        "--version",
+        "--",
+        "-",
+        "-x",
+        "-hV",
+        "-Vh",
+        "--=",
+        "=",
+        "--http=1",
+        "--help=x",
+        "0",
+        "1",
+        "-1",
+        "4294967296",
+        "18446744073709551616",
+        "",
+        " ",
+        "x",
+    ];
+
+    fn arb_arg() -> impl Strategy<Value = OsString> {
+        prop_oneof![
+            6 => prop::sample::select(WORDS).prop_map(OsString::from),
+            2 => any::<String>().prop_map(OsString::from),
+            1 => "-{1,2}[a-z\\-=]{0,12}".prop_map(OsString::from),
+            1 => any::<u64>().prop_map(|n| OsString::from(n.to_string())),
+            // Not UTF-8: a lone continuation byte, an overlong encoding, a surrogate half.
+            1 => (prop::sample::select(vec!["--token=", "--allow-tool=", "--", ""]),
+                  proptest::collection::vec(prop_oneof![Just(0x80u8), Just(0xc0), Just(0xed), Just(0xff), any::<u8>()], 1..6))
+                .prop_map(|(p, tail)| {
+                    let mut b = p.as_bytes().to_vec();
+                    b.extend(tail);
+                    OsString::from_vec(b)
+                }),
+        ]
+    }
+
+    /// Mostly well-formed option groups (a flag and its value), so parses also succeed.
+    fn arb_group() -> impl Strategy<Value = Vec<OsString>> {
+        let flag_value = (
+            prop::sample::select(vec![
+                "--allow-tool",
+                "--allowed-host",
+                "--max-concurrency",
+                "--requests-per-minute",
+                "--bind",
+                "--token",
+                "--idle-seconds",
+            ]),
+            prop_oneof![any::<u32>().prop_map(|n| n.to_string()), any::<String>()],
+            any::<bool>(),
+        )
+            .prop_map(|(f, v, joined)| {
+                if joined {
+                    vec![OsString::from(format!("{f}={v}"))]
+                } else {
+                    vec![OsString::from(f), OsString::from(v)]
+                }
+            });
+        prop_oneof![
+            3 => prop::sample::select(vec![
+                "--http", "--allow-weak-token", "--allow-non-loopback", "--allow-query-token",
+                "--table", "--follow", "--all", "ws_thread_1",
+            ])
+            .prop_map(|f| vec![OsString::from(f)]),
+            3 => flag_value,
+            2 => arb_arg().prop_map(|a| vec![a]),
+        ]
+    }
+
+    fn arb_args() -> impl Strategy<Value = Vec<OsString>> {
+        (
+            proptest::option::of(prop::sample::select(
+                VERBS.iter().copied().chain(["serve"]).collect::<Vec<_>>(),
+            )),
+            prop_oneof![
+                proptest::collection::vec(arb_arg(), 0..8),
+                proptest::collection::vec(arb_group(), 0..5)
+                    .prop_map(|g| g.into_iter().flatten().collect()),
+            ],
+        )
+            .prop_map(|(verb, rest)| verb.map(OsString::from).into_iter().chain(rest).collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+        /// Any argument list parses to a command or to a `UsageError`, deterministically,
+        /// and what it parses to respects the shapes the parser promises.
+        #[test]
+        fn parse_is_total(args in arb_args()) {
+            let out = parse(args.clone());
+            prop_assert_eq!(&out, &parse(args.clone()));
+            let verb = args.first().and_then(|a| a.to_str()).filter(|a| VERBS.contains(a));
+            match out {
+                Err(e) => {
+                    prop_assert!(!e.0.is_empty());
+                    let shown = e.to_string();
+                    prop_assert!(shown.starts_with("error: ") && shown.contains("--help"));
+                }
+                Ok(Command::Operator(op)) => {
+                    prop_assert!(verb.is_some(), "operator command without a verb: {:?}", args);
+                    match op {
+                        OpCommand::Kill { thread_id, all } => prop_assert!(thread_id.is_some() != all),
+                        OpCommand::List { .. } => prop_assert_eq!(verb, Some("list")),
+                        OpCommand::Attach { .. } => prop_assert_eq!(verb, Some("attach")),
+                        OpCommand::Prune { .. } => prop_assert_eq!(verb, Some("prune")),
+                        OpCommand::RestartDaemon => prop_assert_eq!(verb, Some("restart-daemon")),
+                        OpCommand::Doctor => prop_assert_eq!(verb, Some("doctor")),
+                    }
+                }
+                Ok(Command::Serve(a)) => {
+                    prop_assert!(verb.is_none());
+                    if !a.http {
+                        prop_assert_eq!(a.first_http_option(), None);
+                    }
+                }
+                Ok(Command::Help | Command::Version) => prop_assert!(verb.is_none()),
+            }
+        }
+    }
+}

@@ -481,3 +481,7 @@ mod tests {
         assert_ne!(token_digest(b"a"), token_digest(b"b"));
     }
 }
+
+#[cfg(test)]
+#[path = "http_fuzz_tests.rs"]
+mod fuzz;

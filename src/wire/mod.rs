@@ -84,3 +84,212 @@ mod tests {
         assert!(read_frame::<_, Hello>(&mut garbage.as_slice()).is_err());
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::guardian::{Request, Wait};
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    /// A reader over `data` that records the largest buffer it was asked to fill and how
+    /// many bytes it handed out.
+    struct Probe<'a> {
+        data: &'a [u8],
+        largest_request: usize,
+        consumed: usize,
+    }
+
+    impl Read for Probe<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.largest_request = self.largest_request.max(buf.len());
+            let n = self.data.read(buf)?;
+            self.consumed += n;
+            Ok(n)
+        }
+    }
+
+    fn probe(data: &[u8]) -> Probe<'_> {
+        Probe {
+            data,
+            largest_request: 0,
+            consumed: 0,
+        }
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            // Dyadic fractions print and parse exactly (no reliance on float_roundtrip).
+            (-1_000_000i64..1_000_000).prop_map(|n| json!(n as f64 / 8.0)),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn arb_wait() -> impl Strategy<Value = Wait> {
+        (any::<u64>(), proptest::option::of(any::<u64>())).prop_map(|(timeout_ms, settle_ms)| {
+            Wait {
+                timeout_ms,
+                settle_ms,
+            }
+        })
+    }
+
+    fn arb_request() -> impl Strategy<Value = Request> {
+        let id = proptest::option::of(any::<String>());
+        prop_oneof![
+            Just(Request::Snapshot),
+            Just(Request::Reset),
+            Just(Request::Shutdown),
+            (any::<String>(), any::<bool>(), arb_wait()).prop_map(|(command, background, wait)| {
+                Request::Run {
+                    command,
+                    background,
+                    wait,
+                }
+            }),
+            (id.clone(), arb_wait()).prop_map(|(bg_id, wait)| Request::Status { bg_id, wait }),
+            (
+                proptest::collection::vec(any::<u8>(), 0..64),
+                id,
+                arb_wait()
+            )
+                .prop_map(|(bytes, bg_id, wait)| Request::Input { bytes, bg_id, wait }),
+            (any::<u64>(), arb_wait()).prop_map(|(offset, wait)| Request::Read { offset, wait }),
+            (proptest::option::of(any::<usize>()), any::<bool>())
+                .prop_map(|(lines, diff)| Request::Screen { lines, diff }),
+        ]
+    }
+
+    /// A declared length: small, around the cap, or absurd.
+    fn arb_len() -> impl Strategy<Value = u32> {
+        let max = MAX_FRAME_BYTES as u32;
+        prop_oneof![
+            0u32..64,
+            (max - 2)..=(max + 2),
+            Just(u32::MAX),
+            Just(u32::MAX - 1),
+            any::<u32>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+        /// Arbitrary bytes: an error or the JSON of exactly the declared body, never a panic.
+        #[test]
+        fn read_frame_is_total(
+            len in arb_len(),
+            body in prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..96),
+                arb_json().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+            ],
+            raw in proptest::collection::vec(any::<u8>(), 0..16),
+            use_raw in any::<bool>(),
+        ) {
+            let bytes = if use_raw {
+                raw
+            } else {
+                let mut b = len.to_be_bytes().to_vec();
+                b.extend_from_slice(&body);
+                b
+            };
+            let mut r = probe(&bytes);
+            let out = read_frame::<_, Value>(&mut r);
+            if bytes.len() < 4 {
+                prop_assert_eq!(out.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+                return Ok(());
+            }
+            let declared = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+            if declared > MAX_FRAME_BYTES {
+                // Refused from the prefix alone: nothing past it was asked for.
+                prop_assert_eq!(out.unwrap_err().kind(), io::ErrorKind::InvalidData);
+                prop_assert_eq!(r.consumed, 4);
+                prop_assert_eq!(r.largest_request, 4);
+            } else if bytes.len() - 4 < declared {
+                prop_assert_eq!(out.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+            } else {
+                prop_assert_eq!(r.consumed, 4 + declared);
+                let expected: Result<Value, _> = serde_json::from_slice(&bytes[4..4 + declared]);
+                match (out, expected) {
+                    (Ok(got), Ok(want)) => prop_assert_eq!(got, want),
+                    (Err(e), Err(_)) => prop_assert_eq!(e.kind(), io::ErrorKind::InvalidData),
+                    (got, want) => prop_assert!(false, "read_frame {:?} vs serde_json {:?}", got, want),
+                }
+            }
+        }
+
+        /// A huge prefix with a few bytes after it is an error without touching the body.
+        #[test]
+        fn oversize_prefix_fails_before_reading_the_body(
+            len in ((MAX_FRAME_BYTES as u32) + 1)..=u32::MAX,
+            tail in proptest::collection::vec(any::<u8>(), 0..8),
+        ) {
+            let mut bytes = len.to_be_bytes().to_vec();
+            bytes.extend_from_slice(&tail);
+            let started = crate::deadline::Stopwatch::start();
+            let mut r = probe(&bytes);
+            let e = read_frame::<_, Value>(&mut r).unwrap_err();
+            prop_assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            prop_assert!(e.to_string().contains("exceeds"));
+            prop_assert_eq!(r.largest_request, 4);
+            prop_assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        }
+
+        /// Frames written back to back read back in order, then the stream ends cleanly.
+        #[test]
+        fn json_values_round_trip(values in proptest::collection::vec(arb_json(), 1..4)) {
+            let mut buf = Vec::new();
+            for v in &values {
+                write_frame(&mut buf, v).unwrap();
+            }
+            let mut r = buf.as_slice();
+            for v in &values {
+                let back: Value = read_frame(&mut r).unwrap();
+                prop_assert_eq!(&back, v);
+            }
+            prop_assert!(r.is_empty());
+            prop_assert_eq!(
+                read_frame::<_, Value>(&mut r).unwrap_err().kind(),
+                io::ErrorKind::UnexpectedEof
+            );
+        }
+
+        #[test]
+        fn guardian_requests_round_trip(reqs in proptest::collection::vec(arb_request(), 1..4)) {
+            let mut buf = Vec::new();
+            for q in &reqs {
+                encode_frame(&mut buf, q).unwrap();
+            }
+            let mut r = buf.as_slice();
+            for q in &reqs {
+                let back: Request = read_frame(&mut r).unwrap();
+                prop_assert_eq!(&back, q);
+            }
+            prop_assert!(r.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_cap_is_inclusive() {
+        // Exactly the cap with a truncated body: the body is missing, not oversized.
+        let mut at = (MAX_FRAME_BYTES as u32).to_be_bytes().to_vec();
+        at.extend_from_slice(b"{}");
+        let e = read_frame::<_, Value>(&mut at.as_slice()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        let mut over = ((MAX_FRAME_BYTES + 1) as u32).to_be_bytes().to_vec();
+        over.extend_from_slice(b"{}");
+        let e = read_frame::<_, Value>(&mut over.as_slice()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    }
+}

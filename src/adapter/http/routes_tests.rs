@@ -175,3 +175,6 @@ fn rpc_errors_map_to_http_status() {
     );
     assert_eq!(rpc_status(&missing), 200);
 }
+
+#[path = "routes_fuzz_tests.rs"]
+mod fuzz;

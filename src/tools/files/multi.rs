@@ -182,3 +182,115 @@ pub fn edit_files(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOut
     }
     edits::run(ctx, "EditFiles", &binding, map, edits, verify_args(map)?)
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use crate::edit::line_patch;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn arb_number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            6 => (0u64..8).prop_map(|n| json!(n)),
+            1 => Just(json!(u64::MAX)),
+            1 => Just(json!(u64::MAX - 1)),
+            1 => any::<u64>().prop_map(|n| json!(n)),
+            1 => any::<i64>().prop_map(|n| json!(n)),
+            1 => Just(json!(1.5)),
+            1 => Just(json!("3")),
+            1 => Just(Value::Null),
+        ]
+    }
+
+    fn arb_patch_item() -> impl Strategy<Value = Value> {
+        let field = (
+            prop::sample::select(vec![
+                "start_line",
+                "start_line",
+                "delete_lines",
+                "delete_lines",
+                "replacement",
+                "other",
+            ]),
+            prop_oneof![
+                3 => arb_number(),
+                2 => "[a-z\n]{0,8}".prop_map(Value::String),
+                1 => Just(json!([])),
+            ],
+        );
+        let line = prop_oneof![
+            6 => 0u64..8,
+            1 => Just(u64::MAX),
+            1 => Just(u64::MAX - 1),
+            1 => any::<u64>(),
+        ];
+        let well_formed = (line.clone(), line, proptest::option::of("[a-z\n]{0,8}")).prop_map(
+            |(start, delete, rep)| match rep {
+                Some(r) => json!({"start_line": start, "delete_lines": delete, "replacement": r}),
+                None => json!({"start_line": start, "delete_lines": delete}),
+            },
+        );
+        prop_oneof![
+            12 => well_formed,
+            4 => proptest::collection::btree_map(field.0, field.1, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            1 => Just(json!("not an object")),
+            1 => Just(Value::Null),
+        ]
+    }
+
+    fn arb_args() -> impl Strategy<Value = Map<String, Value>> {
+        prop_oneof![
+            8 => proptest::collection::vec(arb_patch_item(), 0..4).prop_map(Value::Array),
+            1 => Just(json!({})),
+            1 => Just(Value::Null),
+        ]
+        .prop_map(|patches| {
+            let mut m = Map::new();
+            m.insert("patches".into(), patches);
+            m
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+        /// ApplyPatch's `patches` argument: arbitrary JSON parses to patches that mirror it
+        /// or to `invalid_tool_input`; parsed patches (any u64 line numbers) can be spanned
+        /// and applied without a panic.
+        #[test]
+        fn patches_parse_and_apply_without_panicking(
+            args in arb_args(),
+            content in "[ab\n]{0,12}",
+        ) {
+            match patches(&args) {
+                Err(e) => prop_assert!(matches!(e, ToolError::InvalidInput { .. }), "{:?}", e),
+                Ok(list) => {
+                    let items = args["patches"].as_array().unwrap();
+                    prop_assert_eq!(list.len(), items.len());
+                    for (p, item) in list.iter().zip(items) {
+                        prop_assert_eq!(Some(p.start_line as u64), item["start_line"].as_u64());
+                        prop_assert_eq!(Some(p.delete_lines as u64), item["delete_lines"].as_u64());
+                        prop_assert_eq!(p.replacement.as_str(), item["replacement"].as_str().unwrap_or(""));
+                        let (start, end) = p.span();
+                        prop_assert!(start == p.start_line && end >= start);
+                    }
+                    if let Err(e) = line_patch::apply(&content, &list) {
+                        prop_assert!(e.starts_with("patch "), "{}", e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Regression (fuzz): the largest JSON line numbers are refused, not overflowed.
+    #[test]
+    fn huge_line_numbers_from_json_are_refused() {
+        let args = json!({"patches": [{"start_line": 1, "delete_lines": u64::MAX}]});
+        let list = patches(args.as_object().unwrap()).unwrap();
+        assert_eq!(list[0].span(), (1, usize::MAX));
+        let e = line_patch::apply("a\nb\n", &list).unwrap_err();
+        assert!(e.contains("beyond the end of the file"), "{e}");
+    }
+}
