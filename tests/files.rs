@@ -367,6 +367,32 @@ fn apply_patch_and_edit_files_use_revisions() {
         std::fs::read_to_string(a.workspace.join("p.txt")).unwrap(),
         "a\nB\nc\n"
     );
+    // A patch past the end of the file is malformed (not a request to read lines that do
+    // not exist), however large its numbers.
+    let rev = sc(&read(&mut a, &s, &["p.txt"]))["data"]["files"][0]["revision"].clone();
+    for bad in [
+        json!([{"start_line": 1, "delete_lines": u64::MAX}]),
+        json!([{"start_line": 5, "delete_lines": 1, "replacement": "x"}]),
+    ] {
+        let r = a.call(
+            "ApplyPatch",
+            pair_args(
+                &s,
+                json!({"file_path": "p.txt", "expected_revision": rev, "patches": bad}),
+            ),
+        );
+        assert_eq!(sc(&r)["errorCode"], "invalid_patch", "{r}");
+        assert!(
+            sc(&r)["message"]
+                .as_str()
+                .unwrap()
+                .contains("beyond the end")
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(a.workspace.join("p.txt")).unwrap(),
+        "a\nB\nc\n"
+    );
     let r = a.call(
         "EditFiles",
         pair_args(

@@ -229,13 +229,15 @@ fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
                     ),
                 });
             }
-            for p in patches {
-                permit(p.span(), "patch only lines you have read at this revision")?;
-            }
+            // Shape first (order, overlap, bounds): a patch past the end of the file is a
+            // malformed patch, not a request to read lines that do not exist.
             let new = line_patch::apply(&old_text, patches).map_err(|detail| PlanError::Patch {
                 path: path.clone(),
                 detail,
             })?;
+            for p in patches {
+                permit(p.span(), "patch only lines you have read at this revision")?;
+            }
             let lines = line_count(&new).max(1);
             (new, vec![(1, lines)])
         }
