@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 # The official MCP Python SDK used by the interop tests (pinned for reproducible CI).
 MCP_SDK_VERSION := 2.3.0
 
-.PHONY: build run test lint fmt bench venv clean
+.PHONY: build run test lint fmt bench venv shells clean
 
 build:
 	$(CARGO) build --release --bins
@@ -30,7 +30,15 @@ $(VENV)/.mcp-$(MCP_SDK_VERSION):
 
 venv: $(VENV)/.mcp-$(MCP_SDK_VERSION)
 
-test: lint venv
+# The zsh variants of tests/bash.rs need zsh: installed from Debian's packages when
+# missing (as root, else through sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+shells:
+	@command -v zsh >/dev/null 2>&1 || $(SUDO) apt-get install -y -q zsh >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q zsh >/dev/null; }
+	@command -v zsh >/dev/null || { echo "zsh is required by the tests and could not be installed" >&2; exit 1; }
+
+test: lint venv shells
 	WINX_TEST_PYTHON=$(abspath $(PYTHON)) $(CARGO) test
 
 bench:

@@ -5,8 +5,8 @@ mod support;
 use serde_json::{Value, json};
 use support::{Agent, Opts};
 
-/// Every test here runs against both runtimes: the daemon (winxd + guardian processes)
-/// and the embedded one (guardian threads in the adapter).
+/// Every test here runs against both runtimes, the daemon (winxd + guardian processes)
+/// and the embedded one (guardian threads in the adapter), and with zsh as the shell.
 macro_rules! both_runtimes {
     ($($name:ident),* $(,)?) => {
         mod daemon {
@@ -14,6 +14,10 @@ macro_rules! both_runtimes {
         }
         mod embedded {
             $(#[test] fn $name() { super::$name("embedded") })*
+        }
+        /// zsh (`WINX_SHELL=zsh`, daemon runtime); `make test` installs zsh if missing.
+        mod zsh {
+            $(#[test] fn $name() { super::$name("zsh") })*
         }
     };
 }
@@ -34,10 +38,16 @@ both_runtimes!(
     background_commands_are_limited_per_session,
 );
 
+/// `rt` is `daemon`, `embedded`, or `zsh` (the daemon runtime with zsh as the shell).
 fn spawn(rt: &str) -> Agent {
+    let (runtime, shell) = match rt {
+        "zsh" => ("daemon", "zsh"),
+        other => (other, "bash"),
+    };
     Agent::spawn_with(Opts {
         env: &[
-            ("WINX_RUNTIME", rt),
+            ("WINX_RUNTIME", runtime),
+            ("WINX_SHELL", shell),
             ("WINX_HTTP_TOKEN", "server-secret-never-in-shell"),
         ],
         ..Default::default()
@@ -302,6 +312,12 @@ fn repeated_first_call_attaches_to_the_same_shell(rt: &str) {
 fn shell_environment_is_prepared_and_server_secrets_removed(rt: &str) {
     let mut a = spawn(rt);
     let s = a.first_call();
+    let r = a.bash(
+        &s,
+        json!({"command": "echo shell=${ZSH_VERSION:+zsh}${BASH_VERSION:+bash}"}),
+    );
+    let want = if rt == "zsh" { "zsh" } else { "bash" };
+    assert!(text(&r).starts_with(&format!("shell={want}\n")), "{r}");
     let r = a.bash(&s, json!({"command": "echo ${WINX_HTTP_TOKEN:-unset} $TERM $PAGER $GIT_PAGER $WINX_WORKSPACE_ROOT"}));
     let ws = s["data"]["workspace_root"].as_str().unwrap();
     assert!(
@@ -322,9 +338,15 @@ fn shell_environment_is_prepared_and_server_secrets_removed(rt: &str) {
 fn a_shell_that_never_prompts_again_can_be_reset(rt: &str) {
     let mut a = spawn(rt);
     let s = a.first_call();
+    // Remove the shell's prompt hook, so no completion marker ever comes again.
+    let unhook = if rt == "zsh" {
+        "precmd_functions=(); echo lost"
+    } else {
+        "unset PROMPT_COMMAND; echo lost"
+    };
     let r = a.bash_with(
         &s,
-        json!({"command": "unset PROMPT_COMMAND; echo lost"}),
+        json!({"command": unhook}),
         json!({"wait_for_seconds": 0.3}),
     );
     assert_eq!(r["structuredContent"]["status"], "running", "{r}");
