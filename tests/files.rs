@@ -467,3 +467,29 @@ fn identical_retries_are_replayed_and_changed_targets_refused() {
         .count();
     assert_eq!(replayed, 1, "{r1}\n{r2}");
 }
+
+#[test]
+fn temp_files_left_by_a_crashed_commit_are_swept_by_the_next_one() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let dir = a.workspace.join("src");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("m.rs"), "fn a() {}\n").unwrap();
+    // What a commit killed between staging and renaming leaves: a synced temp file.
+    let crashed = dir.join(".m.rs.winx-00112233aabbccdd.tmp");
+    let f = std::fs::File::create(&crashed).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(7200))
+        .unwrap();
+    // One of a commit still in progress (fresh) must survive.
+    let live = dir.join(".m.rs.winx-99887766aabbccdd.tmp");
+    std::fs::File::create(&live).unwrap();
+    read(&mut a, &s, &["src/m.rs"]);
+    let r = edit(&mut a, &s, "src/m.rs", &block("fn a() {}", "fn b() {}"));
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+    assert!(!crashed.exists(), "the stale temp file is still there");
+    assert!(live.exists(), "a fresh temp file was removed");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("m.rs")).unwrap(),
+        "fn b() {}\n"
+    );
+}

@@ -81,6 +81,53 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// A temp file older than this was left by a commit that died (one takes milliseconds).
+pub const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+/// Most directory entries looked at by one sweep (huge directories stay cheap to edit in).
+const SWEEP_SCAN_LIMIT: usize = 10_000;
+
+/// Whether `name` is one of our temp files: `.<target>.winx-<16 hex>.tmp`.
+fn is_temp_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    rest.rsplit_once(".winx-").is_some_and(|(target, tag)| {
+        !target.is_empty() && tag.len() == 16 && tag.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+/// Remove temp files in `dir` that a crashed commit left behind (older than
+/// `STALE_TEMP_AGE`); fresh ones may belong to a commit in progress and stay. Returns how
+/// many were removed.
+pub fn sweep_stale(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for e in entries.flatten().take(SWEEP_SCAN_LIMIT) {
+        let name = e.file_name();
+        if !is_temp_name(&name.to_string_lossy()) {
+            continue;
+        }
+        let stale = e
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > STALE_TEMP_AGE);
+        if stale && fs::remove_file(e.path()).is_ok() {
+            log::info!(
+                "removed a temp file left by an interrupted commit: {}",
+                e.path().display()
+            );
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Replace `target` with `bytes` atomically, keeping its permissions.
 pub fn write(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
     stage(target, bytes)?.publish()?;
@@ -113,6 +160,42 @@ mod tests {
         abandoned.discard();
         assert_eq!(fs::read_to_string(&p).unwrap(), new);
         assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn stale_temps_of_crashed_commits_are_swept_and_fresh_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let old = std::time::SystemTime::now() - STALE_TEMP_AGE * 2;
+        let make = |name: &str, aged: bool| {
+            let f = File::create(d.join(name)).unwrap();
+            if aged {
+                f.set_modified(old).unwrap();
+            }
+        };
+        make(".f.txt.winx-0123456789abcdef.tmp", true); // a crashed commit's: removed
+        make(".g.txt.winx-fedcba9876543210.tmp", false); // in progress: kept
+        make(".h.winx-0123.tmp", true); // not our name shape: kept
+        make("notes.winx-0123456789abcdef.tmp", true); // not hidden: kept
+        make("f.txt", true);
+        assert_eq!(sweep_stale(d), 1);
+        let mut left: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".g.txt.winx-fedcba9876543210.tmp",
+                ".h.winx-0123.tmp",
+                "f.txt",
+                "notes.winx-0123456789abcdef.tmp"
+            ]
+        );
+        // Our own temp names are recognised.
+        let t = temp_path(&d.join("x.rs"));
+        assert!(is_temp_name(&t.file_name().unwrap().to_string_lossy()));
     }
 
     #[test]

@@ -268,7 +268,8 @@ fn renumber(e: MatchError, block_index: usize) -> MatchError {
 
 /// Commit planned files: every new content is first written to a synced temp file (a
 /// failure there leaves every target untouched), then each is renamed over its target in
-/// order, then each directory is synced once.
+/// order, then each directory is synced once and swept of temp files that earlier,
+/// crashed commits left there.
 pub fn commit(planned: &[Planned]) -> Result<(), PartialCommit> {
     let mut staged = Vec::with_capacity(planned.len());
     for p in planned {
@@ -317,6 +318,8 @@ pub fn commit(planned: &[Planned]) -> Result<(), PartialCommit> {
         if let Err(e) = atomic::sync_dir(d) {
             log::warn!("syncing {} after an edit failed: {e}", d.display());
         }
+        // A commit that died between staging and renaming left its temp files here.
+        atomic::sweep_stale(d);
     }
     Ok(())
 }
