@@ -53,6 +53,16 @@ fn modern(a: &mut Agent, method: &str, mut params: Value, tasks: bool) -> Value 
     a.request(method, params)
 }
 
+/// A 2026-07-28 `BashCommand` call, declaring the tasks extension or not.
+fn bash_call(a: &mut Agent, args: Value, tasks: bool) -> Value {
+    modern(
+        a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        tasks,
+    )
+}
+
 fn bash_args(first: &Value, command: &str, extra: Value) -> Value {
     let mut args = json!({
         "thread_id": first["data"]["thread_id"],
@@ -113,12 +123,7 @@ fn until_complete_becomes_a_task_that_completes_with_the_inline_envelope(rt: &st
     let gate = Gate::new(&a);
     let cmd = format!("echo started; read x < {}; echo done-$x", q(&gate.0));
     let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     let task = r["result"].clone();
     assert_eq!(task["resultType"], "task", "{r}");
     assert_eq!(task["status"], "working");
@@ -156,12 +161,7 @@ fn adaptive_promotes_a_command_that_outlives_its_wait(rt: &str) {
     let cmd = format!("echo before-wait; read x < {}; echo after-$x", q(&gate.0));
     // Without the extension: the usual inline `running` answer, never a task.
     let args = bash_args(&first, &cmd, json!({"wait_for_seconds": 0.3}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        false,
-    );
+    let r = bash_call(&mut a, args, false);
     assert_ne!(r["result"]["resultType"], "task", "{r}");
     assert_eq!(r["result"]["structuredContent"]["status"], "running", "{r}");
     gate.open("one");
@@ -173,12 +173,7 @@ fn adaptive_promotes_a_command_that_outlives_its_wait(rt: &str) {
     assert!(text(&r).contains("after-one"), "{r}");
     // With it: the same command is promoted once its inline wait ends.
     let args = bash_args(&first, &cmd, json!({"wait_for_seconds": 0.3}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     assert_eq!(r["result"]["resultType"], "task", "{r}");
     let id = r["result"]["taskId"].as_str().unwrap().to_string();
     gate.open("two");
@@ -188,12 +183,7 @@ fn adaptive_promotes_a_command_that_outlives_its_wait(rt: &str) {
     assert!(t.contains("before-wait") && t.contains("after-two"), "{t}");
     // A command that finishes inline stays inline even when tasks are offered.
     let args = bash_args(&first, "echo quick", json!({}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert!(text(&r["result"]).contains("quick"));
 }
@@ -204,12 +194,7 @@ fn cancelling_a_task_interrupts_its_command_and_keeps_the_output(rt: &str) {
     let gate = Gate::new(&a);
     let cmd = format!("echo cancel-me; read x < {}", q(&gate.0));
     let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     let id = r["result"]["taskId"].as_str().unwrap().to_string();
     let ack = modern(&mut a, "tasks/cancel", json!({"taskId": id}), true);
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
@@ -400,12 +385,7 @@ fn at_the_working_task_limit_calls_fall_back_inline() {
     let gate = Gate::new(&a);
     let cmd = format!("read x < {}; echo slot-$x", q(&gate.0));
     let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     assert_eq!(r["result"]["resultType"], "task", "{r}");
     let id = r["result"]["taskId"].as_str().unwrap().to_string();
     // until_complete without a free slot: the synchronous wait, answered inline.
@@ -414,23 +394,13 @@ fn at_the_working_task_limit_calls_fall_back_inline() {
         "sleep 0.3; echo fallback-ok",
         json!({"wait_policy": "until_complete"}),
     );
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert!(text(&r["result"]).contains("fallback-ok"), "{r}");
     assert_eq!(r["result"]["structuredContent"]["data"]["exit_code"], 0);
     // adaptive without a free slot: the usual `running` answer.
     let args = bash_args(&second, "sleep 30", json!({"wait_for_seconds": 0.2}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert_eq!(r["result"]["structuredContent"]["status"], "running", "{r}");
     a.bash(&second, json!({"send_specials": ["Ctrl-c"]}));
@@ -494,12 +464,7 @@ fn a_task_outlives_an_adapter_restart() {
         q(&gate.0)
     );
     let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     let id = r["result"]["taskId"].as_str().unwrap().to_string();
     // While the task's command runs, the session refuses a second foreground command.
     let args = bash_args(
@@ -507,12 +472,7 @@ fn a_task_outlives_an_adapter_restart() {
         "sleep 0.2; echo finished-early",
         json!({"wait_policy": "until_complete"}),
     );
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     assert_eq!(
         r["result"]["structuredContent"]["errorCode"], "command_already_running",
         "{r}"
@@ -556,12 +516,7 @@ fn a_task_whose_shell_died_with_the_adapter_reports_an_unknown_outcome() {
     let gate = Gate::new(&a);
     let cmd = format!("read x < {}", q(&gate.0));
     let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
-    let r = modern(
-        &mut a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        true,
-    );
+    let r = bash_call(&mut a, args, true);
     let modern_id = r["result"]["taskId"].as_str().unwrap().to_string();
     unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
     // Embedded shells end with their adapter: nothing is left to follow.
