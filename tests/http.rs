@@ -706,18 +706,6 @@ fn legacy_session_initialization_and_lifecycle() {
 
 // ---- Principals and isolation --------------------------------------------------------
 
-fn two_principals(home: &Home, b_policy: &str) -> String {
-    let a = home.secret("a.token", &format!("{TOKEN}-a"));
-    let b = home.secret("b.token", &format!("{TOKEN}-b"));
-    principal_config(
-        home,
-        &format!(
-            "[[principals]]\nname = \"alice\"\ntoken_file = \"{a}\"\n\n\
-             [[principals]]\nname = \"bob\"\ntoken_file = \"{b}\"\n{b_policy}\n"
-        ),
-    )
-}
-
 fn tool_names(s: &Server, token: &str) -> Vec<String> {
     let r = s.conn().mcp(
         token,

@@ -47,22 +47,10 @@ fn open_gate(p: &Path, word: &str) {
     });
 }
 
-fn two_principals(home: &Home) -> String {
-    let a = home.secret("a.token", &format!("{TOKEN}-a"));
-    let b = home.secret("b.token", &format!("{TOKEN}-b"));
-    principal_config(
-        home,
-        &format!(
-            "[[principals]]\nname = \"alice\"\ntoken_file = \"{a}\"\n\n\
-             [[principals]]\nname = \"bob\"\ntoken_file = \"{b}\"\n"
-        ),
-    )
-}
-
 #[test]
 fn a_task_completes_over_http_and_no_other_principal_can_reach_it() {
     let home = Home::new();
-    let cfg = two_principals(&home);
+    let cfg = two_principals(&home, "");
     let s = Server::start_in(home, &["--principal-config", &cfg], &[], false);
     let (a, b) = (format!("{TOKEN}-a"), format!("{TOKEN}-b"));
     let ws = path_str(&s.home.workspace);

@@ -434,6 +434,20 @@ pub fn principal_config(home: &Home, toml: &str) -> String {
     home.secret("principals.toml", toml)
 }
 
+/// A principal file naming `alice` (token `TOKEN-a`) and `bob` (token `TOKEN-b`, with
+/// `b_policy` lines appended to his entry).
+pub fn two_principals(home: &Home, b_policy: &str) -> String {
+    let a = home.secret("a.token", &format!("{TOKEN}-a"));
+    let b = home.secret("b.token", &format!("{TOKEN}-b"));
+    principal_config(
+        home,
+        &format!(
+            "[[principals]]\nname = \"alice\"\ntoken_file = \"{a}\"\n\n\
+             [[principals]]\nname = \"bob\"\ntoken_file = \"{b}\"\n{b_policy}\n"
+        ),
+    )
+}
+
 pub fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
