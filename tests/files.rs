@@ -493,3 +493,65 @@ fn temp_files_left_by_a_crashed_commit_are_swept_by_the_next_one() {
         "fn b() {}\n"
     );
 }
+
+fn revision(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+#[test]
+fn a_multi_file_commit_cut_by_a_crash_is_finished_by_the_next_adapter() {
+    // The state a MultiFileEdit leaves when killed after renaming one of three files: every
+    // temp file synced, the intent recorded, `a` renamed, `b` and `c` not yet. Meanwhile the
+    // user changed `c` by hand.
+    let mut a = Agent::spawn();
+    let ws = a.workspace.clone();
+    let (old, new) = (["a0\n", "b0\n", "c0\n"], ["a1\n", "b1\n", "c1\n"]);
+    let mut entries = Vec::new();
+    for (i, name) in ["a.txt", "b.txt", "c.txt"].iter().enumerate() {
+        let target = ws.join(name);
+        let tmp = ws.join(format!(".{name}.winx-0123456789abcdef.tmp"));
+        std::fs::write(&target, old[i]).unwrap();
+        std::fs::write(&tmp, new[i]).unwrap();
+        entries.push(json!({"target": target, "tmp": tmp,
+            "old_revision": revision(old[i].as_bytes()), "new_revision": revision(new[i].as_bytes())}));
+    }
+    std::fs::rename(
+        ws.join(".a.txt.winx-0123456789abcdef.tmp"),
+        ws.join("a.txt"),
+    )
+    .unwrap();
+    std::fs::write(ws.join("c.txt"), "edited by hand\n").unwrap();
+    let journal = a.state.join("commits");
+    std::fs::create_dir_all(&journal).unwrap();
+    // The writer is gone: no process has this pid with this start time.
+    let intent = json!({"pid": 2147483647u32, "started": 1, "entries": entries});
+    std::fs::write(
+        journal.join("commit-0011223344556677.json"),
+        intent.to_string(),
+    )
+    .unwrap();
+    // The next adapter's first call finishes the commit.
+    a.first_call();
+    let read = |n: &str| std::fs::read_to_string(ws.join(n)).unwrap();
+    assert_eq!(
+        (read("a.txt"), read("b.txt")),
+        ("a1\n".into(), "b1\n".into())
+    );
+    assert_eq!(
+        read("c.txt"),
+        "edited by hand\n",
+        "a newer change was overwritten"
+    );
+    let left: Vec<String> = std::fs::read_dir(&ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(std::fs::read_dir(&journal).unwrap().count(), 0);
+}

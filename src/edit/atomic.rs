@@ -28,6 +28,11 @@ pub struct Staged {
 }
 
 impl Staged {
+    /// The synced temp file holding the new content.
+    pub fn tmp(&self) -> &Path {
+        &self.tmp
+    }
+
     /// Rename over the target (atomic on one file system).
     pub fn publish(self) -> std::io::Result<()> {
         let r = fs::rename(&self.tmp, &self.target);

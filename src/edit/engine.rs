@@ -5,6 +5,7 @@
 //! is reported as a partial commit naming what was committed and what was left untouched.
 
 use super::atomic;
+use super::journal;
 use super::line_patch::{self, Patch};
 use super::search_replace::{self, FormatError, MatchError};
 use crate::files::coverage::Coverage;
@@ -270,7 +271,11 @@ fn renumber(e: MatchError, block_index: usize) -> MatchError {
 /// failure there leaves every target untouched), then each is renamed over its target in
 /// order, then each directory is synced once and swept of temp files that earlier,
 /// crashed commits left there.
-pub fn commit(planned: &[Planned]) -> Result<(), PartialCommit> {
+///
+/// With `journal` (a state directory), a commit of several files writes an intent there
+/// between staging and renaming (`edit::journal`), so a crash during the renames is
+/// finished by the next process instead of leaving some files edited and others not.
+pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), PartialCommit> {
     let mut staged = Vec::with_capacity(planned.len());
     for p in planned {
         match atomic::stage(&p.path, p.new.as_bytes()) {
@@ -290,6 +295,57 @@ pub fn commit(planned: &[Planned]) -> Result<(), PartialCommit> {
             }
         }
     }
+    let intent = match journal.filter(|_| planned.len() > 1) {
+        None => None,
+        Some(dir) => match write_intent(dir, planned, &staged) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                staged.into_iter().for_each(atomic::Staged::discard);
+                return Err(PartialCommit {
+                    committed: Vec::new(),
+                    failed: planned[0].path.clone(),
+                    untouched: planned.iter().skip(1).map(|q| q.path.clone()).collect(),
+                    detail: format!("cannot record the commit intent: {e}"),
+                });
+            }
+        },
+    };
+    let result = publish(planned, staged);
+    // Finished or reported as partial: either way nothing is left for recovery to do.
+    if let Some(path) = intent {
+        journal::done(&path);
+    }
+    result
+}
+
+fn write_intent(
+    dir: &Path,
+    planned: &[Planned],
+    staged: &[atomic::Staged],
+) -> std::io::Result<PathBuf> {
+    let (pid, started) = journal::this_process();
+    let entries = planned
+        .iter()
+        .zip(staged)
+        .map(|(p, s)| journal::Entry {
+            target: p.path.clone(),
+            tmp: s.tmp().to_path_buf(),
+            old_revision: p.existed.then(|| revision(&p.old)),
+            new_revision: p.new_revision.clone(),
+        })
+        .collect();
+    journal::write(
+        dir,
+        &journal::Intent {
+            pid,
+            started,
+            entries,
+        },
+    )
+}
+
+/// Rename every staged file over its target in order, then sync and sweep each directory.
+fn publish(planned: &[Planned], staged: Vec<atomic::Staged>) -> Result<(), PartialCommit> {
     let mut committed = Vec::new();
     let mut rest = staged.into_iter();
     while let Some(s) = rest.next() {

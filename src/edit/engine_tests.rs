@@ -60,7 +60,7 @@ fn the_read_is_the_permit() {
         .grant("s", &p, &revision(b"one\ntwo\nthree\n"), (2, 2));
     let planned = plan(&f.ctx(), &[sr(&p, "two", "2")]).unwrap();
     assert_eq!(planned[0].new, "one\n2\nthree\n");
-    commit(&planned).unwrap();
+    commit(&planned, None).unwrap();
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\n2\nthree\n");
 }
 
@@ -130,7 +130,7 @@ fn a_failure_while_staging_writes_nothing() {
     // The directory turns into a file between planning and commit.
     std::fs::remove_dir(&dir).unwrap();
     std::fs::write(&dir, "not a directory").unwrap();
-    let p = commit(&planned).unwrap_err();
+    let p = commit(&planned, None).unwrap_err();
     // Staging failed before any rename: every target is untouched, and nothing is left over.
     assert!(p.committed.is_empty());
     assert_eq!(p.failed, doomed);
@@ -141,6 +141,32 @@ fn a_failure_while_staging_writes_nothing() {
         1,
         "no temp files left"
     );
+}
+
+#[test]
+fn a_multi_file_commit_records_and_then_clears_its_intent() {
+    let f = fix();
+    let journal = tempfile::tempdir().unwrap();
+    let jdir = journal.path().join("commits");
+    let edit = |name: &str| FileEdit {
+        path: f.ws.join(name),
+        op: Op::Replace {
+            content: format!("{name}\n"),
+        },
+    };
+    let planned = plan(&f.ctx(), &[edit("x.txt"), edit("y.txt")]).unwrap();
+    commit(&planned, Some(&jdir)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("y.txt")).unwrap(),
+        "y.txt\n"
+    );
+    // The intent existed for the renames and is gone once they are done.
+    assert_eq!(std::fs::read_dir(&jdir).unwrap().count(), 0);
+    // One file needs no intent: a rename is atomic on its own.
+    let planned = plan(&f.ctx(), &[edit("z.txt")]).unwrap();
+    let single = tempfile::tempdir().unwrap();
+    commit(&planned, Some(&single.path().join("commits"))).unwrap();
+    assert!(!single.path().join("commits").exists());
 }
 
 #[test]

@@ -3,5 +3,6 @@
 
 pub mod atomic;
 pub mod engine;
+pub mod journal;
 pub mod line_patch;
 pub mod search_replace;

@@ -108,7 +108,12 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
 
 fn dispatch_type(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolError> {
     match args.kind {
-        "first_call" => first_call(ctx, args),
+        "first_call" => {
+            // A restarted adapter finishes interrupted multi-file commits before the agent
+            // reads anything.
+            super::files::edits::recover_interrupted_commits(ctx);
+            first_call(ctx, args)
+        }
         "status" => {
             let (b, recovered) = verify(ctx, args)?;
             attached(ctx, &b, "status", recovered, false)

@@ -30,6 +30,24 @@ const CONFLICT_WINDOW_MS: i64 = 30 * 60 * 1000;
 /// same file at once are ordered, and the second sees the first's new revision (its read
 /// permit is then stale: `needs_read`).
 static EDIT_LOCK: Mutex<()> = Mutex::new(());
+
+/// Where multi-file commits record their intent (`edit::journal`).
+fn commit_journal(ctx: &ToolContext) -> std::path::PathBuf {
+    ctx.sessions.state_dir().join("commits")
+}
+
+/// Finish the commits a crashed process left half done (before anything reads or edits).
+pub fn recover_interrupted_commits(ctx: &ToolContext) {
+    let journal = commit_journal(ctx);
+    let _one_at_a_time = EDIT_LOCK.lock();
+    recover_locked(&journal);
+}
+
+fn recover_locked(journal: &std::path::Path) {
+    for o in crate::edit::journal::recover(journal) {
+        log::info!("interrupted commit recovery: {o:?}");
+    }
+}
 /// SEARCH conflicts per (session, path): how many, and when the last one happened.
 type ConflictCounts = HashMap<(String, String), (u32, i64)>;
 static CONFLICTS: LazyLock<Mutex<ConflictCounts>> = LazyLock::new(Default::default);
@@ -80,13 +98,15 @@ fn run_once(
         allow: ctx.allow_paths,
         mode: &binding.mode,
     };
+    let journal = commit_journal(ctx);
     let planned = {
         let _one_at_a_time = EDIT_LOCK.lock();
+        recover_locked(&journal);
         let planned = match engine::plan(&ectx, &edits) {
             Ok(p) => p,
             Err(e) => return Ok(failure(tool, &session, &pair, e)),
         };
-        if let Err(p) = engine::commit(&planned) {
+        if let Err(p) = engine::commit(&planned, Some(&journal)) {
             return Ok(EditFailure::from_commit(p).into_output(tool, &pair));
         }
         planned

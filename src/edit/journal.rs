@@ -1,0 +1,257 @@
+//! Commit intents: what makes a multi-file commit all-or-nothing across a crash.
+//!
+//! Between staging (every new content synced to a temp file) and renaming, a multi-file
+//! commit writes an intent naming each target, its temp file and the revisions before and
+//! after. A process killed during the renames leaves the intent behind; the next process to
+//! edit or initialize finishes the commit (rolls it forward) — but only for a target that
+//! is still exactly as the commit found it, so nothing written since is ever overwritten.
+//!
+//! Invariant: an intent is written only after every temp file is synced, so rolling
+//! forward never publishes partial content.
+//! Invariant: an intent of a live process is never touched (its pid and start time are
+//! recorded and checked).
+
+use crate::files::read::revision_of;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Entry {
+    pub target: PathBuf,
+    pub tmp: PathBuf,
+    /// The target's revision when the commit planned it; `None` for a new file.
+    pub old_revision: Option<String>,
+    pub new_revision: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Intent {
+    pub pid: u32,
+    /// The process's start time (clock ticks since boot, `/proc/<pid>/stat` field 22), so
+    /// a reused pid is not mistaken for the writer.
+    pub started: u64,
+    pub entries: Vec<Entry>,
+}
+
+/// What recovery did with one target.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The temp file was renamed over the target: the commit is complete.
+    RolledForward(PathBuf),
+    /// The target already held the new content (renamed before the crash).
+    AlreadyDone(PathBuf),
+    /// The target changed since the commit planned it; the temp file was removed and the
+    /// target left as it is.
+    Superseded(PathBuf),
+}
+
+/// Write `intent` durably into `dir` (created 0700); returns its path.
+pub fn write(dir: &Path, intent: &Intent) -> std::io::Result<PathBuf> {
+    crate::store::ensure_private_dir(dir).map_err(std::io::Error::other)?;
+    let mut tag = [0u8; 8];
+    let _ = getrandom::fill(&mut tag);
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let path = dir.join(format!("commit-{tag}.json"));
+    let body = serde_json::to_vec(intent).map_err(std::io::Error::other)?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)?;
+    f.write_all(&body)?;
+    f.sync_all()?;
+    super::atomic::sync_dir(dir)?;
+    Ok(path)
+}
+
+/// The commit finished: its intent is no longer needed.
+pub fn done(path: &Path) {
+    if let Err(e) = fs::remove_file(path) {
+        log::warn!("commit intent {} not removed: {e}", path.display());
+    }
+}
+
+/// This process, as an intent records it.
+pub fn this_process() -> (u32, u64) {
+    let pid = std::process::id();
+    (pid, start_time(pid).unwrap_or(0))
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is parenthesised and may hold spaces: count after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn writer_alive(intent: &Intent) -> bool {
+    start_time(intent.pid).is_some_and(|t| t == intent.started)
+}
+
+/// Finish every commit in `dir` whose writer is gone. Unreadable intents are left for an
+/// operator (and logged); nothing is ever guessed.
+pub fn recover(dir: &Path) -> Vec<Outcome> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut outcomes = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let intent: Intent = match fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            Some(i) => i,
+            None => {
+                log::warn!("unreadable commit intent {}; left in place", path.display());
+                continue;
+            }
+        };
+        if writer_alive(&intent) {
+            continue;
+        }
+        for entry in &intent.entries {
+            outcomes.push(finish(entry));
+        }
+        let dirs: std::collections::BTreeSet<&Path> = intent
+            .entries
+            .iter()
+            .filter_map(|e| e.target.parent())
+            .collect();
+        for d in dirs {
+            let _ = super::atomic::sync_dir(d);
+        }
+        done(&path);
+    }
+    outcomes
+}
+
+fn finish(e: &Entry) -> Outcome {
+    let current = fs::read(&e.target).ok().map(|b| revision_of(&b));
+    let outcome = if current.as_deref() == Some(e.new_revision.as_str()) {
+        Outcome::AlreadyDone(e.target.clone())
+    } else if current == e.old_revision && e.tmp.is_file() {
+        match fs::rename(&e.tmp, &e.target) {
+            Ok(()) => Outcome::RolledForward(e.target.clone()),
+            Err(err) => {
+                log::warn!("rolling {} forward failed: {err}", e.target.display());
+                Outcome::Superseded(e.target.clone())
+            }
+        }
+    } else {
+        Outcome::Superseded(e.target.clone())
+    };
+    if !matches!(outcome, Outcome::RolledForward(_)) {
+        let _ = fs::remove_file(&e.tmp);
+    }
+    match &outcome {
+        Outcome::RolledForward(t) => log::warn!(
+            "finished an interrupted commit: {} now holds {}",
+            t.display(),
+            e.new_revision
+        ),
+        Outcome::Superseded(t) => log::warn!(
+            "an interrupted commit of {} was not finished: the file changed since",
+            t.display()
+        ),
+        Outcome::AlreadyDone(_) => {}
+    }
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn staged(dir: &Path, name: &str, old: Option<&str>, new: &str) -> Entry {
+        let target = dir.join(name);
+        if let Some(o) = old {
+            fs::write(&target, o).unwrap();
+        }
+        let tmp = dir.join(format!(".{name}.winx-0000000000000000.tmp"));
+        fs::write(&tmp, new).unwrap();
+        Entry {
+            target,
+            tmp,
+            old_revision: old.map(|o| revision_of(o.as_bytes())),
+            new_revision: revision_of(new.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn a_dead_writers_commit_is_rolled_forward_where_safe() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let d = ws.path();
+        let pending = staged(d, "a.txt", Some("old a"), "new a");
+        let done_before = staged(d, "b.txt", Some("old b"), "new b");
+        fs::rename(&done_before.tmp, &done_before.target).unwrap();
+        let changed = staged(d, "c.txt", Some("old c"), "new c");
+        fs::write(&changed.target, "someone else's c").unwrap();
+        let created = staged(d, "d.txt", None, "new d");
+        // No live process has pid 0x7fffffff with start time 1.
+        let intent = Intent {
+            pid: 0x7fff_ffff,
+            started: 1,
+            entries: vec![pending, done_before, changed, created],
+        };
+        let jdir = state.path().join("commits");
+        let written = write(&jdir, &intent).unwrap();
+        let outcomes = recover(&jdir);
+        assert_eq!(
+            outcomes,
+            [
+                Outcome::RolledForward(d.join("a.txt")),
+                Outcome::AlreadyDone(d.join("b.txt")),
+                Outcome::Superseded(d.join("c.txt")),
+                Outcome::RolledForward(d.join("d.txt")),
+            ]
+        );
+        assert_eq!(fs::read_to_string(d.join("a.txt")).unwrap(), "new a");
+        assert_eq!(
+            fs::read_to_string(d.join("c.txt")).unwrap(),
+            "someone else's c"
+        );
+        assert_eq!(fs::read_to_string(d.join("d.txt")).unwrap(), "new d");
+        // No temp file and no intent is left.
+        assert!(!written.exists());
+        let names: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    }
+
+    #[test]
+    fn a_live_writers_commit_is_left_alone() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let e = staged(ws.path(), "a.txt", Some("old"), "new");
+        let (pid, started) = this_process();
+        assert!(started > 0);
+        let jdir = state.path().join("commits");
+        let written = write(
+            &jdir,
+            &Intent {
+                pid,
+                started,
+                entries: vec![e.clone()],
+            },
+        )
+        .unwrap();
+        assert!(recover(&jdir).is_empty());
+        assert_eq!(fs::read_to_string(&e.target).unwrap(), "old");
+        assert!(e.tmp.exists() && written.exists());
+        // An unreadable intent is left in place too.
+        fs::write(jdir.join("commit-junk.json"), b"{not json").unwrap();
+        assert!(recover(&jdir).is_empty());
+        assert!(jdir.join("commit-junk.json").exists());
+    }
+}
