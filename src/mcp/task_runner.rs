@@ -65,7 +65,7 @@ pub(super) fn follow(
     task.set_follow(pending.follow_info());
     save(shared, task);
     task.set_interrupt(Box::new(pending.interrupter()));
-    if task.state().status == Status::Cancelled
+    if task.status() == Status::Cancelled
         && let Some(interrupt) = task.take_interrupt()
     {
         // Cancelled before the interrupt was in place: deliver it now.
@@ -74,9 +74,7 @@ pub(super) fn follow(
     let left = (task.created_ms + task.ttl_ms.min(i64::MAX as u64) as i64 - unix_ms()).max(0);
     let deadline = Deadline::after("task ttl", Duration::from_millis(left as u64));
     let t = task.clone();
-    pending.finish(tctx, deadline, &move || {
-        t.state().status == Status::Cancelled
-    })
+    pending.finish(tctx, deadline, &move || t.status() == Status::Cancelled)
 }
 
 /// Store a runner's result; its status follows the creating era's rule for `isError`.
@@ -155,7 +153,7 @@ pub(super) fn stored_ids(shared: &Shared, principal: &str) -> Vec<String> {
 /// follows the recorded shell command, or reports the outcome as unknown when there is
 /// nothing to follow. Without a free slot, a later lookup tries again.
 fn take_over(shared: &Arc<Shared>, store: &Arc<TaskStore>, ctx: &CallContext, task: &Arc<Task>) {
-    if task.state().outcome.is_some() || !task.claim_runner() {
+    if task.has_outcome() || !task.claim_runner() {
         return;
     }
     let Some(slot) = store.reserve() else {

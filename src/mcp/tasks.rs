@@ -1,6 +1,6 @@
-//! MCP Tasks at the protocol surface: which `tools/call` becomes a task, the runner thread
-//! that finishes it, and `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel` and
-//! `tasks/update`.
+//! MCP Tasks at the protocol surface: which `tools/call` becomes a task, and `tasks/get`,
+//! `tasks/result`, `tasks/list`, `tasks/cancel` and `tasks/update`. The threads that finish
+//! tasks, and their persistence, are in `task_runner`.
 //!
 //! Invariant: every lookup is by (principal, task ID); another principal's ID answers
 //! exactly like an ID that never existed.

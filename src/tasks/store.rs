@@ -92,6 +92,15 @@ impl Task {
         self.state.lock().clone()
     }
 
+    /// The status alone (no copy of the outcome).
+    pub fn status(&self) -> Status {
+        self.state.lock().status
+    }
+
+    pub fn has_outcome(&self) -> bool {
+        self.state.lock().outcome.is_some()
+    }
+
     pub fn follow(&self) -> Option<Value> {
         self.follow.lock().clone()
     }
