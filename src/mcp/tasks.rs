@@ -177,10 +177,11 @@ impl<'a> Call<'a> {
             OwnedCall::of(call),
             move |tctx, t| task_runner::follow(&shared, t, tctx, pending),
         );
-        match spawned {
-            Ok(()) => wire::created(&task, Dialect::Modern),
-            Err(e) => json!({"content": [{"type": "text", "text": e.message}], "isError": true}),
+        if let Err(e) = spawned {
+            // The task already ended `failed` with this error; its handle says so.
+            log::error!("{}", e.message);
         }
+        wire::created(&task, Dialect::Modern)
     }
 }
 
