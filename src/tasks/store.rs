@@ -322,8 +322,8 @@ impl TaskStore {
         out
     }
 
-    /// Store the runner's outcome. The status follows it unless the task already ended
-    /// (cancelled); `failed_if` decides which results count as failures.
+    /// Store the runner's outcome with `status`, unless the task already ended (cancelled):
+    /// then only the outcome is kept.
     pub fn finish(&self, task: &Task, outcome: Outcome, status: Status, message: String) {
         {
             let mut st = task.state.lock();
