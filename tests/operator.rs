@@ -231,6 +231,13 @@ fn doctor_reports_without_secrets() {
     assert_eq!(d["lifecycle"]["max_guardians"], 32);
     assert_eq!(d["daemon"]["mixed_build"], false);
     assert_eq!(d["split_control_sockets"], false);
+    assert_eq!(d["interrupted_commits"], 0);
+    // An intent left by a crashed multi-file commit is counted.
+    let commits = a.state.join("commits");
+    std::fs::create_dir_all(&commits).unwrap();
+    std::fs::write(commits.join("commit-0011223344556677.json"), "{}").unwrap();
+    let d: Value = serde_json::from_slice(&a.op(&["doctor"]).stdout).unwrap();
+    assert_eq!(d["interrupted_commits"], 1);
 }
 
 #[test]

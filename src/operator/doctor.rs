@@ -72,5 +72,18 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
         "usage_log_configured": d.usage_log_configured,
         "http_credentials_configured": d.http_credentials_configured,
         "state_dir": config.state_dir,
+        // Multi-file commits a crash cut short; the next edit or first_call finishes them.
+        "interrupted_commits": interrupted_commits(&config.state_dir),
     }))
+}
+
+/// Commit intents waiting in the state directory (`edit::journal`).
+fn interrupted_commits(state_dir: &Path) -> usize {
+    std::fs::read_dir(state_dir.join("commits"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .count()
+        })
+        .unwrap_or(0)
 }
