@@ -534,3 +534,34 @@ fn a_task_whose_shell_died_with_the_adapter_reports_an_unknown_outcome() {
     let r = modern(&mut b, "tasks/get", json!({"taskId": "task_nope"}), true);
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+#[test]
+fn a_handshake_task_outlives_an_adapter_restart() {
+    let mut a = spawn("daemon");
+    let first = a.first_call();
+    let gate = Gate::new(&a);
+    let cmd = format!(
+        "echo legacy-before; read x < {}; echo legacy-$x",
+        q(&gate.0)
+    );
+    let r = a.request(
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": bash_args(&first, &cmd, json!({})),
+               "task": {"ttl": 600000}}),
+    );
+    let id = r["result"]["task"]["taskId"].as_str().unwrap().to_string();
+    // Killed right after answering: the command was already recorded with the task.
+    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    let mut b = restart_adapter(&a, "daemon");
+    gate.open("after");
+    let res = b.request("tasks/result", json!({"taskId": id}));
+    let result = &res["result"];
+    assert_eq!(result["structuredContent"]["data"]["exit_code"], 0, "{res}");
+    let all = whole_output(result);
+    assert!(
+        all.contains("legacy-before") && all.contains("legacy-after"),
+        "{all}"
+    );
+    let got = b.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+}

@@ -77,6 +77,12 @@ pub(super) fn follow(
     pending.finish(tctx, deadline, &move || t.status() == Status::Cancelled)
 }
 
+/// A task whose work ended before any runner was needed: store and persist its result.
+pub(super) fn complete(shared: &Shared, store: &TaskStore, task: &Task, out: ToolOutput) {
+    finish(store, task, out.to_result());
+    save(shared, task);
+}
+
 /// Store a runner's result; its status follows the creating era's rule for `isError`.
 fn finish(store: &TaskStore, task: &Task, mut result: Value) {
     let is_error = result["isError"].as_bool().unwrap_or(false);

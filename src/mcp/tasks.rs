@@ -14,7 +14,7 @@ use crate::deadline::Deadline;
 use crate::jsonrpc::{ErrorCode, RpcError};
 use crate::tasks::store::{CreateError, Outcome, RESULT_WAIT, Status, Task, TaskStore};
 use crate::tasks::wire::{self, Dialect, RELATED_TASK};
-use crate::tools::bash::{self, Step};
+use crate::tools::bash::{self, Step, TaskMode};
 use crate::tools::catalog::task_capable;
 use crate::tools::dispatch;
 use crate::tools::name::ToolName;
@@ -110,22 +110,51 @@ impl<'a> Call<'a> {
             .create(self.ctx.principal, tool.as_str(), ttl_ms, true)
             .map_err(busy)?;
         task_runner::save(self.shared, &task);
-        let (shared, args) = (self.shared.clone(), self.args);
         let owned = OwnedCall::of(self.ctx);
+        if tool == ToolName::BashCommand && bash::followable(&self.args) {
+            // The command starts now, so the task records what it follows before the
+            // handle is answered (a restarted adapter can always take over).
+            let tctx = self.shared.tool_ctx(self.ctx);
+            match bash::start(&tctx, &self.args, TaskMode::Requested) {
+                Ok(Step::Running(pending)) => {
+                    task.set_follow(pending.follow_info());
+                    task_runner::save(self.shared, &task);
+                    let shared = self.shared.clone();
+                    task_runner::spawn(
+                        self.shared,
+                        self.store,
+                        &task,
+                        slot,
+                        owned,
+                        move |tctx, t| task_runner::follow(&shared, t, tctx, pending),
+                    )?;
+                }
+                Ok(Step::Done(out)) => {
+                    drop(slot);
+                    task_runner::complete(self.shared, self.store, &task, out);
+                }
+                Err(e) => {
+                    drop(slot);
+                    task_runner::complete(
+                        self.shared,
+                        self.store,
+                        &task,
+                        e.into_output(tool.as_str()),
+                    );
+                }
+            }
+            return Ok(wire::created(&task, Dialect::Handshake));
+        }
+        let args = self.args;
+        // Everything else (edits with their checks, non-foreground shell actions) runs whole
+        // on the runner, exactly as inline.
         task_runner::spawn(
             self.shared,
             self.store,
             &task,
             slot,
             owned,
-            move |tctx, t| match tool {
-                ToolName::BashCommand => match bash::start(tctx, &args, true) {
-                    Ok(Step::Done(out)) => out,
-                    Ok(Step::Running(p)) => task_runner::follow(&shared, t, tctx, p),
-                    Err(e) => e.into_output(tool.as_str()),
-                },
-                _ => dispatch(tctx, tool.as_str(), &args),
-            },
+            move |tctx, _| dispatch(tctx, tool.as_str(), &args),
         )?;
         Ok(wire::created(&task, Dialect::Handshake))
     }
@@ -141,7 +170,7 @@ impl<'a> Call<'a> {
         if !is_bash {
             return dispatch(&tctx, &self.name, &self.args).to_result();
         }
-        let pending = match bash::start(&tctx, &self.args, true) {
+        let pending = match bash::start(&tctx, &self.args, TaskMode::Offered) {
             Ok(Step::Done(out)) => return out.to_result(),
             Ok(Step::Running(p)) => p,
             Err(e) => return e.into_output(&self.name).to_result(),

@@ -21,7 +21,7 @@ use std::time::Duration;
 const TOOL: &str = "BashCommand";
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    match start(ctx, map, false)? {
+    match start(ctx, map, TaskMode::Inline)? {
         Step::Done(out) => Ok(out),
         Step::Running(p) => Ok(p.render(ctx)),
     }
@@ -34,10 +34,37 @@ pub enum Step {
     Running(task::Pending),
 }
 
-/// Run the action. With `tasks` (the client accepts MCP Tasks), a foreground command
-/// under `until_complete` returns at once as `Running`, and one under `adaptive` that
-/// outlives its inline wait is returned as `Running` instead of a `running` result.
-pub fn start(ctx: &ToolContext, map: &Map<String, Value>, tasks: bool) -> Result<Step, ToolError> {
+/// Whether a call may hand its foreground command to an MCP Task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskMode {
+    /// No tasks: every answer is inline.
+    Inline,
+    /// 2026-07-28, tasks offered: `until_complete` hands over at once, `adaptive` once its
+    /// inline wait ends with the command still running.
+    Offered,
+    /// 2025-11-25, the call is a task already: hand over at once.
+    Requested,
+}
+
+/// Whether `map` runs a foreground command a task can follow (not `return_early`).
+pub fn followable(map: &Map<String, Value>) -> bool {
+    let foreground = matches!(
+        action::parse_action(map.get("action_json")),
+        Ok(Action::Command {
+            background: false,
+            ..
+        })
+    );
+    foreground && map.get("wait_policy").and_then(Value::as_str) != Some("return_early")
+}
+
+/// Run the action. A foreground command a task may follow (see `TaskMode`) comes back as
+/// `Running` instead of a `running` result.
+pub fn start(
+    ctx: &ToolContext,
+    map: &Map<String, Value>,
+    mode: TaskMode,
+) -> Result<Step, ToolError> {
     let (a, binding) = crate::tools::session_args(ctx, map, action::FIELDS)?;
     let act = action::parse_action(map.get("action_json"))?;
     action::check_sizes(&act)?;
@@ -59,8 +86,8 @@ pub fn start(ctx: &ToolContext, map: &Map<String, Value>, tasks: bool) -> Result
             ..
         }
     );
-    let promote = tasks && foreground && policy != "return_early";
-    if promote && policy == "until_complete" {
+    let promote = mode != TaskMode::Inline && foreground && policy != "return_early";
+    if promote && (policy == "until_complete" || mode == TaskMode::Requested) {
         // The task follows the command; the call itself returns at once.
         plan.timeout_ms = 0;
     }
