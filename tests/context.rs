@@ -62,3 +62,60 @@ fn a_saved_task_resumes_in_a_new_adapter() {
     );
     assert_eq!(r["structuredContent"]["errorCode"], "invalid_tool_input");
 }
+
+#[test]
+fn resuming_without_a_workspace_is_keyed_by_the_saved_task() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let project = s["data"]["workspace_root"].as_str().unwrap().to_string();
+    let save = |a: &mut Agent, id: &str| {
+        let r = a.call(
+            "ContextSave",
+            json!({"thread_id": s["data"]["thread_id"], "workspace_root": project,
+                   "id": id, "description": "carry on"}),
+        );
+        assert_eq!(r["structuredContent"]["status"], "completed", "{r}");
+    };
+    save(&mut a, "in-project");
+    let resume = |a: &mut Agent, id: &str| {
+        a.call(
+            "Initialize",
+            json!({"type": "first_call", "task_id_to_resume": id}),
+        )["structuredContent"]["data"]
+            .clone()
+    };
+    // No workspace given: the task's own project is the session's workspace.
+    let d = resume(&mut a, "in-project");
+    assert_eq!(d["workspace_root"], json!(project), "{d}");
+    assert_eq!(
+        d["thread_id"], s["data"]["thread_id"],
+        "the same session, reattached"
+    );
+    // A task whose project is gone resumes in a scratch directory of its own.
+    let gone = a.dir.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let g = a.call(
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": gone}),
+    )["structuredContent"]["data"]
+        .clone();
+    let r = a.call(
+        "ContextSave",
+        json!({"thread_id": g["thread_id"], "workspace_root": g["workspace_root"],
+               "id": "orphan", "description": "project deleted"}),
+    );
+    assert_eq!(r["structuredContent"]["status"], "completed", "{r}");
+    std::fs::remove_dir(&gone).unwrap();
+    let d = resume(&mut a, "orphan");
+    let ws = d["workspace_root"].as_str().unwrap();
+    assert!(ws.ends_with("/task-orphan"), "{d}");
+    let again = resume(&mut a, "orphan");
+    assert_eq!(
+        again["thread_id"], d["thread_id"],
+        "keyed by the task: stable"
+    );
+    // A plain first call without a workspace still gets the principal's shared scratch.
+    let plain =
+        a.call("Initialize", json!({"type": "first_call"}))["structuredContent"]["data"].clone();
+    assert_ne!(plain["workspace_root"], d["workspace_root"]);
+}

@@ -79,6 +79,13 @@ pub struct SessionService {
     live: Mutex<HashMap<Key, Binding>>,
 }
 
+fn private_dir(dir: PathBuf) -> Result<PathBuf, ToolError> {
+    ensure_private_dir(&dir).map_err(store_err)?;
+    dir.canonicalize().map_err(|e| ToolError::StoreUnavailable {
+        detail: format!("scratch workspace: {e}"),
+    })
+}
+
 fn store_err(e: crate::store::StoreError) -> ToolError {
     ToolError::StoreUnavailable {
         detail: e.to_string(),
@@ -112,11 +119,22 @@ impl SessionService {
 
     /// The per-principal scratch workspace used by first calls without a workspace.
     pub fn scratch_workspace(&self, principal: &str) -> Result<PathBuf, ToolError> {
-        let dir = self.state_dir.join("scratch").join(principal);
-        ensure_private_dir(&dir).map_err(store_err)?;
-        dir.canonicalize().map_err(|e| ToolError::StoreUnavailable {
-            detail: format!("scratch workspace: {e}"),
-        })
+        private_dir(self.state_dir.join("scratch").join(principal))
+    }
+
+    /// The scratch directory of a resumed task whose project is gone (`id` is a validated
+    /// task id: letters, digits, `-`, `_`, `.`, not starting with a dot).
+    pub fn scratch_workspace_for_task(
+        &self,
+        principal: &str,
+        id: &str,
+    ) -> Result<PathBuf, ToolError> {
+        private_dir(
+            self.state_dir
+                .join("scratch")
+                .join(principal)
+                .join(format!("task-{id}")),
+        )
     }
 
     fn load(&self, principal: &str, thread_id: &str) -> Result<Option<Binding>, ToolError> {

@@ -95,24 +95,32 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     let args = parse(map)?;
     // Load a saved task first: an unknown id fails before any session is touched.
     let resumed = match args.task_id_to_resume {
-        Some(id) => Some((id, super::files::context::resume(ctx, id)?)),
+        Some(id) => Some((id, super::files::context::load(ctx, id)?)),
         None => None,
     };
-    let mut out = dispatch_type(ctx, &args)?;
+    let resume_in = resumed
+        .as_ref()
+        .map(|(id, m)| (*id, m.project_root.as_str()));
+    let mut out = dispatch_type(ctx, &args, resume_in)?;
     if let Some((id, memory)) = resumed {
-        out.text.push_str(&memory);
+        out.text.push_str(&super::files::context::render(&memory));
         out.envelope.data["resumed_task"] = json!(id);
     }
     Ok(out)
 }
 
-fn dispatch_type(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolError> {
+/// `resume_in`: the task being resumed and the project it was saved in.
+fn dispatch_type(
+    ctx: &ToolContext,
+    args: &InitArgs,
+    resume_in: Option<(&str, &str)>,
+) -> Result<ToolOutput, ToolError> {
     match args.kind {
         "first_call" => {
             // A restarted adapter finishes interrupted multi-file commits before the agent
             // reads anything.
             super::files::edits::recover_interrupted_commits(ctx);
-            first_call(ctx, args)
+            first_call(ctx, args, resume_in)
         }
         "status" => {
             let (b, recovered) = verify(ctx, args)?;
@@ -142,13 +150,25 @@ fn verify(ctx: &ToolContext, args: &InitArgs) -> Result<(Binding, bool), ToolErr
         .verify(ctx.principal, args.thread_id, args.workspace_root)
 }
 
-fn first_call(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, ToolError> {
-    let workspace = match args.workspace_root {
-        Some(ws) => ids::canonical_workspace(ws).map_err(|detail| ToolError::WorkspaceInvalid {
-            path: ws.into(),
-            detail,
-        })?,
-        None => ctx.sessions.scratch_workspace(ctx.principal)?,
+fn first_call(
+    ctx: &ToolContext,
+    args: &InitArgs,
+    resume_in: Option<(&str, &str)>,
+) -> Result<ToolOutput, ToolError> {
+    let workspace = match (args.workspace_root, resume_in) {
+        (Some(ws), _) => {
+            ids::canonical_workspace(ws).map_err(|detail| ToolError::WorkspaceInvalid {
+                path: ws.into(),
+                detail,
+            })?
+        }
+        // Resuming without a workspace is keyed by the saved task: its project when that
+        // still exists, else a scratch directory of that task.
+        (None, Some((id, project))) => match ids::canonical_workspace(project) {
+            Ok(dir) => dir,
+            Err(_) => ctx.sessions.scratch_workspace_for_task(ctx.principal, id)?,
+        },
+        (None, None) => ctx.sessions.scratch_workspace(ctx.principal)?,
     };
     let choice = SessionChoice {
         affinity: ctx.affinity,

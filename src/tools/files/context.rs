@@ -172,13 +172,16 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     })
 }
 
-/// The saved memory `id` of this principal, rendered for an Initialize answer.
-pub fn resume(ctx: &ToolContext, id: &str) -> Result<String, ToolError> {
+/// The saved memory `id` of this principal.
+pub fn load(ctx: &ToolContext, id: &str) -> Result<Memory, ToolError> {
     let path = memory_path(ctx, id)?;
     let raw = std::fs::read_to_string(&path)
         .map_err(|_| bad(format!("no saved task {id:?} for this principal")))?;
-    let m: Memory = serde_json::from_str(&raw)
-        .map_err(|e| bad(format!("saved task {id:?} is unreadable: {e}")))?;
+    serde_json::from_str(&raw).map_err(|e| bad(format!("saved task {id:?} is unreadable: {e}")))
+}
+
+/// A saved memory rendered for an Initialize answer.
+pub fn render(m: &Memory) -> String {
     let mut out = format!(
         "\n# Resumed task {} (project {})\n{}\n",
         m.id, m.project_root, m.description
@@ -195,5 +198,5 @@ pub fn resume(ctx: &ToolContext, id: &str) -> Result<String, ToolError> {
             m.omitted_files
         ));
     }
-    Ok(out)
+    out
 }
