@@ -31,7 +31,7 @@ HTTP options (with --http; exactly one credential source):
   --token-file <PATH>        single-principal token in a private file (preferred)
   --principal-config <PATH>  named principals with their own tokens and tool policies (TOML)
   --token <VALUE>            single-principal token on the command line (visible to ps)
-  --session-affinity <MODE>  workspace (default)
+  --session-affinity <MODE>  workspace (default), conversation or thread
   --allow-weak-token         accept tokens shorter than 32 bytes (local tests only)
   --allow-non-loopback       permit a wildcard, LAN or public listener
   --allowed-host <HOST>      extra accepted Host authority; repeatable
@@ -44,6 +44,10 @@ Environment:
   WINX_LOG / RUST_LOG        stderr log level: off, error, warn (default), info, debug, trace
   WINX_WORKERS               request worker threads (default 8)
   WINX_SERVER_INSTRUCTIONS   extra instructions appended to the handshake and Initialize
+  WINX_RUNTIME               daemon (default: shells outlive the server) or embedded
+  WINX_SHELL                 bash (default), zsh, or a path
+  WINX_MAX_TASKS             MCP Tasks working at once (default 32)
+  WINX_NO_REDACT             1 turns off secret redaction in command output
   WINX_HTTP_TOKEN            single-principal HTTP token when no credential option is given
 ";
 
