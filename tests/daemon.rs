@@ -231,3 +231,44 @@ fn silent_connections_never_stall_a_guardian() {
     );
     drop(silent);
 }
+
+#[test]
+fn a_reader_that_stops_reading_never_stalls_a_guardian() {
+    use std::io::Write;
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    // About 390 KB of transcript: more than a socket buffer holds in one answer.
+    let r = a.bash(&s, json!({"command": "seq 1 70000"}));
+    assert_eq!(r["structuredContent"]["data"]["exit_code"], 0, "{r}");
+    let dir = a.dir.path().join("run/winx/g");
+    let sock = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("a guardian socket");
+    // An `attach`-like reader asks for the whole transcript, then never reads the answer.
+    let frame = |v: serde_json::Value| {
+        let body = serde_json::to_vec(&v).unwrap();
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(&body);
+        f
+    };
+    let mut stalled = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let mut out = frame(json!({"protocol": 1, "role": "operator", "build": "test"}));
+    out.extend(frame(
+        json!({"op": "read", "offset": 0, "wait": {"timeout_ms": 0, "settle_ms": null}}),
+    ));
+    stalled.write_all(&out).unwrap();
+    // The session answers at once; before, writing the whole transcript to the paused
+    // reader blocked the guardian's loop until its 5 s write timeout.
+    let t0 = std::time::Instant::now();
+    let r = a.bash(&s, json!({"command": "echo still-served"}));
+    assert!(text(&r).contains("still-served"), "{r}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(3),
+        "stalled for {:?}",
+        t0.elapsed()
+    );
+    drop(stalled);
+}

@@ -108,6 +108,33 @@ fn attach_follow_sees_output_without_stealing_it() {
 }
 
 #[test]
+fn attach_without_follow_prints_a_transcript_longer_than_one_answer() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let tid = s["data"]["thread_id"].as_str().unwrap().to_string();
+    // About 110 KB: several bounded Read answers.
+    let r = a.bash(&s, json!({"command": "seq 1 20000"}));
+    assert_eq!(r["structuredContent"]["data"]["exit_code"], 0, "{r}");
+    let out = a.op(&["attach", &tid]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let numbers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim() == "20000" || l.trim() == "1")
+        .collect();
+    assert!(
+        text.contains("\n19999\n20000"),
+        "the end of the transcript is missing"
+    );
+    assert!(!numbers.is_empty());
+    assert!(text.len() > 100_000, "only {} bytes printed", text.len());
+}
+
+#[test]
 fn prune_applies_the_two_tiers() {
     // Two hours later: a never-used session (30 min tier) goes, a used one (24 h) stays.
     let mut a = spawn_with(&[("WINX_CLOCK_SKEW_SECS", "7200")]);

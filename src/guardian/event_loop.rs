@@ -26,6 +26,9 @@ const HOUSEKEEPING: Duration = Duration::from_secs(30);
 const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 /// Bytes read from a PTY per read call.
 const READ_CHUNK: usize = 64 * 1024;
+/// Most transcript bytes in one `Read` answer: it fits a socket buffer, so a reader that
+/// pauses (an operator's `attach` piped into a pager) never blocks this loop on a write.
+const READ_REPLY_MAX: usize = 32 * 1024;
 
 enum WaitKind {
     Action { bg: Option<String> },
@@ -431,7 +434,8 @@ impl EventLoop {
             let resp = match w.kind {
                 WaitKind::Action { bg } => self.session.deliver(bg.as_deref()),
                 WaitKind::Read { offset } => {
-                    let (text, next, skipped) = self.session.transcript.read_from(offset);
+                    let (text, next, skipped) =
+                        self.session.transcript.read_from(offset, READ_REPLY_MAX);
                     Response::Output {
                         text,
                         next,

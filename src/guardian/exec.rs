@@ -88,14 +88,28 @@ impl OutputLog {
         (text, start, end, omitted)
     }
 
-    /// Bytes from `offset` (for independent readers such as `attach`), without touching
-    /// the delivery cursor: (text, next offset, bytes skipped because they left the window).
-    pub fn read_from(&self, offset: u64) -> (String, u64, u64) {
+    /// At most `max` bytes from `offset` (for independent readers such as `attach`),
+    /// without touching the delivery cursor: (text, next offset, bytes skipped because they
+    /// left the window). A multi-byte character is never split unless it alone exceeds
+    /// `max`; an empty text means the reader has caught up.
+    pub fn read_from(&self, offset: u64, max: usize) -> (String, u64, u64) {
         let start = offset.max(self.window_start()).min(self.total);
         let from = (start - self.window_start()) as usize;
         let skipped = start.saturating_sub(offset);
-        let text = String::from_utf8_lossy(&self.window[from..]).into_owned();
-        (text, self.total, skipped)
+        let avail = &self.window[from..];
+        let mut len = avail.len().min(max);
+        if len < avail.len() {
+            // Back off to the start of a character (continuation bytes are 0b10xxxxxx).
+            let mut cut = len;
+            while cut > 0 && avail[cut] & 0xC0 == 0x80 {
+                cut -= 1;
+            }
+            if cut > 0 {
+                len = cut;
+            }
+        }
+        let text = String::from_utf8_lossy(&avail[..len]).into_owned();
+        (text, start + len as u64, skipped)
     }
 
     pub fn journal_path(&self) -> Option<String> {
@@ -186,6 +200,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reads_come_in_bounded_chunks_on_character_boundaries() {
+        let mut log = OutputLog::new(None);
+        log.append("ab€cd".as_bytes()); // '€' is 3 bytes: offsets 2..5
+        // A cut inside '€' backs off to its start; the next read resumes there.
+        assert_eq!(log.read_from(0, 3), ("ab".into(), 2, 0));
+        assert_eq!(log.read_from(2, 3), ("€".into(), 5, 0));
+        assert_eq!(log.read_from(5, 3), ("cd".into(), 7, 0));
+        // Caught up: empty text, same offset.
+        assert_eq!(log.read_from(7, 3), (String::new(), 7, 0));
+        // A character longer than the whole budget is still returned (lossily) and the
+        // reader moves on instead of looping.
+        let (_, next, _) = log.read_from(2, 1);
+        assert_eq!(next, 3);
+    }
+
+    #[test]
     fn delivery_is_incremental_and_gaps_are_counted() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("exec-1.log");
@@ -206,9 +236,11 @@ mod tests {
             end,
             "journal has every byte"
         );
-        assert_eq!(log.read_from(0).1, end);
-        assert!(log.read_from(0).2 > 0, "skipped bytes are counted");
-        assert!(log.read_from(0).2 > 0, "skipped bytes are counted");
+        assert_eq!(log.read_from(0, usize::MAX).1, end);
+        assert!(
+            log.read_from(0, usize::MAX).2 > 0,
+            "skipped bytes are counted"
+        );
     }
 
     #[test]

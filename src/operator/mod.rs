@@ -165,6 +165,10 @@ fn attach(config: &Config, thread_id: &str, follow: bool) -> Result<(), OpError>
                     return Ok(());
                 }
                 offset = next;
+                // Answers come in bounded chunks: without --follow, read until caught up.
+                if !follow && text.is_empty() {
+                    return Ok(());
+                }
             }
             Ok(other) => return Err(OpError(format!("unexpected guardian answer {other:?}"))),
             Err(e) if follow => {
@@ -172,9 +176,6 @@ fn attach(config: &Config, thread_id: &str, follow: bool) -> Result<(), OpError>
                 return Ok(());
             }
             Err(e) => return Err(OpError(e.to_string())),
-        }
-        if !follow {
-            return Ok(());
         }
     }
 }
