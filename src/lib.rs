@@ -15,6 +15,7 @@ pub mod guardian;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod operator;
+pub mod process;
 pub mod runtime;
 pub mod session;
 pub mod shell;

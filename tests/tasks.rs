@@ -6,8 +6,8 @@
 mod support;
 
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use support::tasks::*;
 use support::{Agent, HARD_TIMEOUT, Opts};
 
 macro_rules! both_runtimes {
@@ -27,95 +27,6 @@ both_runtimes!(
     cancelling_a_task_interrupts_its_command_and_keeps_the_output,
     handshake_task_augmented_call_and_blocking_tasks_result,
 );
-
-const EXT: &str = "io.modelcontextprotocol/tasks";
-
-fn spawn(rt: &str) -> Agent {
-    Agent::spawn_with(Opts {
-        env: &[("WINX_RUNTIME", rt)],
-        ..Default::default()
-    })
-}
-
-/// `_meta` of a 2026-07-28 request, declaring the tasks extension or not.
-fn meta(tasks: bool) -> Value {
-    let caps = if tasks {
-        json!({"extensions": {EXT: {}}})
-    } else {
-        json!({})
-    };
-    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-           "io.modelcontextprotocol/clientCapabilities": caps})
-}
-
-fn modern(a: &mut Agent, method: &str, mut params: Value, tasks: bool) -> Value {
-    params["_meta"] = meta(tasks);
-    a.request(method, params)
-}
-
-/// A 2026-07-28 `BashCommand` call, declaring the tasks extension or not.
-fn bash_call(a: &mut Agent, args: Value, tasks: bool) -> Value {
-    modern(
-        a,
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": args}),
-        tasks,
-    )
-}
-
-fn bash_args(first: &Value, command: &str, extra: Value) -> Value {
-    let mut args = json!({
-        "thread_id": first["data"]["thread_id"],
-        "workspace_root": first["data"]["workspace_root"],
-        "action_json": {"command": command},
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        args[k] = v.clone();
-    }
-    args
-}
-
-/// A FIFO in the workspace: a command doing `read x < gate` blocks until `open`.
-struct Gate(PathBuf);
-
-impl Gate {
-    fn new(a: &Agent) -> Gate {
-        let p = a.workspace.join("gate");
-        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        Gate(p)
-    }
-
-    /// Let the waiting command go on, reading `word`. Opening blocks until the command has
-    /// the FIFO open, so a thread does it.
-    fn open(&self, word: &str) {
-        let (p, w) = (self.0.clone(), format!("{word}\n"));
-        std::thread::spawn(move || {
-            let _ = std::fs::write(p, w);
-        });
-    }
-}
-
-/// Poll `tasks/get` until the task leaves `working` (each poll is an event: the answer).
-fn until_terminal(a: &mut Agent, id: &str) -> Value {
-    let end = Instant::now() + HARD_TIMEOUT;
-    loop {
-        let r = modern(a, "tasks/get", json!({"taskId": id}), true);
-        let res = r["result"].clone();
-        assert!(r.get("error").is_none(), "{r}");
-        if res["status"] != "working" {
-            return res;
-        }
-        assert!(Instant::now() < end, "task {id} still working: {res}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn text(result: &Value) -> String {
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
 
 fn until_complete_becomes_a_task_that_completes_with_the_inline_envelope(rt: &str) {
     let mut a = spawn(rt);
@@ -361,11 +272,6 @@ fn modern_task_methods_need_the_extension_and_capabilities_are_advertised() {
     assert_eq!(support("ReadFiles"), Value::Null);
 }
 
-/// Single-quote a path for bash.
-fn q(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
-
 #[test]
 fn at_the_working_task_limit_calls_fall_back_inline() {
     let mut a = Agent::spawn_with(Opts {
@@ -428,140 +334,4 @@ fn at_the_working_task_limit_calls_fall_back_inline() {
         .to_string();
     let res = a.request("tasks/result", json!({"taskId": id}));
     assert!(text(&res["result"]).contains("again"), "{res}");
-}
-
-/// A second adapter on the first one's state and runtime directories.
-fn restart_adapter(old: &Agent, rt: &str) -> Agent {
-    Agent::spawn_with(Opts {
-        state: Some(old.state.clone()),
-        workspace: Some(old.workspace.clone()),
-        env: &[
-            (
-                "XDG_RUNTIME_DIR",
-                old.dir.path().join("run").to_str().unwrap(),
-            ),
-            ("WINX_RUNTIME", rt),
-        ],
-        ..Default::default()
-    })
-}
-
-/// The whole output of a result: its text, or its spill file when truncated.
-fn whole_output(result: &Value) -> String {
-    match result["structuredContent"]["data"]["spill_path"].as_str() {
-        Some(p) => std::fs::read_to_string(p).unwrap(),
-        None => text(result),
-    }
-}
-
-#[test]
-fn a_task_outlives_an_adapter_restart() {
-    let mut a = spawn("daemon");
-    let first = a.first_call();
-    let gate = Gate::new(&a);
-    let cmd = format!(
-        "echo before-restart; read x < {}; echo after-$x",
-        q(&gate.0)
-    );
-    let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
-    let r = bash_call(&mut a, args, true);
-    let id = r["result"]["taskId"].as_str().unwrap().to_string();
-    // While the task's command runs, the session refuses a second foreground command.
-    let args = bash_args(
-        &first,
-        "sleep 0.2; echo finished-early",
-        json!({"wait_policy": "until_complete"}),
-    );
-    let r = bash_call(&mut a, args, true);
-    assert_eq!(
-        r["result"]["structuredContent"]["errorCode"], "command_already_running",
-        "{r}"
-    );
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
-    let mut b = restart_adapter(&a, "daemon");
-    // The new adapter knows the task from the state store and follows the command.
-    let now = modern(&mut b, "tasks/get", json!({"taskId": id}), true)["result"].clone();
-    assert_eq!(now["status"], "working", "{now}");
-    let listed = modern(&mut b, "tasks/list", json!({}), true);
-    assert_eq!(
-        listed["result"]["tasks"][0]["taskId"],
-        json!(id),
-        "{listed}"
-    );
-    gate.open("restart");
-    let done = until_terminal(&mut b, &id);
-    assert_eq!(done["status"], "completed", "{done}");
-    let result = &done["result"];
-    assert_eq!(
-        result["structuredContent"]["data"]["exit_code"], 0,
-        "{result}"
-    );
-    let all = whole_output(result);
-    assert!(
-        all.contains("before-restart") && all.contains("after-restart"),
-        "{all}"
-    );
-    // And a third adapter reads the finished task back as it was.
-    unsafe { nix::libc::kill(b.pid() as i32, nix::libc::SIGKILL) };
-    let mut c = restart_adapter(&a, "daemon");
-    let again = modern(&mut c, "tasks/get", json!({"taskId": id}), true)["result"].clone();
-    assert_eq!(again["status"], "completed", "{again}");
-    assert_eq!(again["result"], done["result"]);
-}
-
-#[test]
-fn a_task_whose_shell_died_with_the_adapter_reports_an_unknown_outcome() {
-    let mut a = spawn("embedded");
-    let first = a.first_call();
-    let gate = Gate::new(&a);
-    let cmd = format!("read x < {}", q(&gate.0));
-    let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
-    let r = bash_call(&mut a, args, true);
-    let modern_id = r["result"]["taskId"].as_str().unwrap().to_string();
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
-    // Embedded shells end with their adapter: nothing is left to follow.
-    let mut b = restart_adapter(&a, "embedded");
-    let done = until_terminal(&mut b, &modern_id);
-    assert_eq!(done["status"], "completed", "{done}");
-    let sc = &done["result"]["structuredContent"];
-    assert_eq!(done["result"]["isError"], true, "{done}");
-    assert_eq!(sc["errorCode"], "task_outcome_unknown", "{done}");
-    assert_eq!(
-        sc["nextAction"]["arguments"]["action_json"]["status_check"],
-        true
-    );
-    // Unknown IDs stay unknown after a restart.
-    let r = modern(&mut b, "tasks/get", json!({"taskId": "task_nope"}), true);
-    assert_eq!(r["error"]["code"], -32602, "{r}");
-}
-
-#[test]
-fn a_handshake_task_outlives_an_adapter_restart() {
-    let mut a = spawn("daemon");
-    let first = a.first_call();
-    let gate = Gate::new(&a);
-    let cmd = format!(
-        "echo legacy-before; read x < {}; echo legacy-$x",
-        q(&gate.0)
-    );
-    let r = a.request(
-        "tools/call",
-        json!({"name": "BashCommand", "arguments": bash_args(&first, &cmd, json!({})),
-               "task": {"ttl": 600000}}),
-    );
-    let id = r["result"]["task"]["taskId"].as_str().unwrap().to_string();
-    // Killed right after answering: the command was already recorded with the task.
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
-    let mut b = restart_adapter(&a, "daemon");
-    gate.open("after");
-    let res = b.request("tasks/result", json!({"taskId": id}));
-    let result = &res["result"];
-    assert_eq!(result["structuredContent"]["data"]["exit_code"], 0, "{res}");
-    let all = whole_output(result);
-    assert!(
-        all.contains("legacy-before") && all.contains("legacy-after"),
-        "{all}"
-    );
-    let got = b.request("tasks/get", json!({"taskId": id}));
-    assert_eq!(got["result"]["status"], "completed", "{got}");
 }

@@ -77,19 +77,11 @@ pub fn done(path: &Path) {
 
 /// This process, as an intent records it.
 pub fn this_process() -> (u32, u64) {
-    let pid = std::process::id();
-    (pid, start_time(pid).unwrap_or(0))
-}
-
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is parenthesised and may hold spaces: count after it.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    crate::process::this_process()
 }
 
 fn writer_alive(intent: &Intent) -> bool {
-    start_time(intent.pid).is_some_and(|t| t == intent.started)
+    crate::process::is_running(intent.pid, intent.started)
 }
 
 /// Finish every commit in `dir` whose writer is gone. Unreadable intents are left for an

@@ -73,8 +73,28 @@ pub(super) fn follow(
     }
     let left = (task.created_ms + task.ttl_ms.min(i64::MAX as u64) as i64 - unix_ms()).max(0);
     let deadline = Deadline::after("task ttl", Duration::from_millis(left as u64));
-    let t = task.clone();
-    pending.finish(tctx, deadline, &move || t.status() == Status::Cancelled)
+    // Checked between waits: a cancel here, or one another process recorded in the store.
+    let cancelled = || {
+        if task.status() == Status::Cancelled {
+            return true;
+        }
+        if cancelled_in_store(shared, task) {
+            let _ = task.cancel();
+            return true;
+        }
+        false
+    };
+    pending.finish(tctx, deadline, &cancelled)
+}
+
+/// Whether another process recorded a cancel of this task in the state store.
+fn cancelled_in_store(shared: &Shared, task: &Task) -> bool {
+    shared
+        .sessions()
+        .store()
+        .ok()
+        .and_then(|s| s.task_get(&task.principal, &task.id).ok().flatten())
+        .is_some_and(|row| row.status == Status::Cancelled.as_str())
 }
 
 /// A task whose work ended before any runner was needed: store and persist its result.
@@ -136,7 +156,18 @@ pub(super) fn lookup(
                 .ok()?
                 .task_get(ctx.principal, id)
                 .ok()??;
-            let task = durable::from_row(row)?;
+            let mut task = durable::from_row(row)?;
+            let me = crate::process::this_process();
+            let (pid, started) = task.owner;
+            if !task.has_outcome() && task.owner != me && crate::process::is_running(pid, started) {
+                // Another live process runs it: answer from a fresh copy each time, never
+                // run it here.
+                task.foreign = true;
+                return Some(Arc::new(task));
+            }
+            if !task.has_outcome() {
+                task.owner = me;
+            }
             store.insert_restored(task);
             store.get(ctx.principal, id)?
         }
@@ -159,7 +190,7 @@ pub(super) fn stored_ids(shared: &Shared, principal: &str) -> Vec<String> {
 /// follows the recorded shell command, or reports the outcome as unknown when there is
 /// nothing to follow. Without a free slot, a later lookup tries again.
 fn take_over(shared: &Arc<Shared>, store: &Arc<TaskStore>, ctx: &CallContext, task: &Arc<Task>) {
-    if task.has_outcome() || !task.claim_runner() {
+    if task.foreign || task.has_outcome() || !task.claim_runner() {
         return;
     }
     let Some(slot) = store.reserve() else {

@@ -285,6 +285,18 @@ pub(super) fn method(
 /// 2025-11-25 `tasks/result`: block until the task ends, then answer exactly what the
 /// `tools/call` would have answered.
 fn result(task: &Task) -> Result<Value, RpcError> {
+    if task.foreign && !task.has_outcome() {
+        return Err(RpcError::new(
+            ErrorCode::InternalError,
+            format!(
+                "task {} is still working in another server process (pid {}); poll tasks/get",
+                task.id, task.owner.0
+            ),
+        )
+        .with_data(
+            json!({"taskId": task.id, "status": task.status().as_str(), "retryable": true}),
+        ));
+    }
     let finished = task.wait_finished(Deadline::after("tasks/result", RESULT_WAIT));
     let st = task.state();
     match st.outcome {
@@ -337,13 +349,20 @@ fn list(
             ));
         }
     };
-    // Tasks written by earlier processes join this process's table (and get a runner).
+    // Tasks written by earlier processes join this process's table (and get a runner);
+    // those another live process runs are listed from fresh copies.
+    let mut foreign = Vec::new();
     for id in task_runner::stored_ids(shared, principal) {
-        if !store.contains(principal, &id) {
-            task_runner::lookup(shared, store, ctx, &id);
+        if !store.contains(principal, &id)
+            && let Some(t) = task_runner::lookup(shared, store, ctx, &id)
+            && t.foreign
+        {
+            foreign.push(t);
         }
     }
-    let all = store.list(principal);
+    let mut all = store.list(principal);
+    all.extend(foreign);
+    all.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(a.id.cmp(&b.id)));
     let page: Vec<Value> = all
         .iter()
         .skip(start)

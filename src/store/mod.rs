@@ -51,6 +51,8 @@ const MIGRATIONS: &[&str] = &[
         follow TEXT,
         PRIMARY KEY (principal, task_id)
     ) STRICT;",
+    // 4: which process runs a task (`pid:start`), so only a dead owner's task is taken over.
+    "ALTER TABLE tasks ADD COLUMN owner TEXT;",
 ];
 
 /// A store failure, with what was being done.

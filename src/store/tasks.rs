@@ -19,6 +19,8 @@ pub struct TaskRow {
     pub updated_at_ms: i64,
     pub outcome: Option<String>,
     pub follow: Option<String>,
+    /// The process running the task, `pid:start`.
+    pub owner: Option<String>,
 }
 
 /// Most task IDs listed per principal (the in-memory cap).
@@ -31,8 +33,8 @@ impl Store {
             |c| {
                 c.execute(
                     "INSERT OR REPLACE INTO tasks (principal, task_id, tool, legacy, created_at_ms,
-                     ttl_ms, status, status_message, updated_at_ms, outcome, follow)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                     ttl_ms, status, status_message, updated_at_ms, outcome, follow, owner)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                     params![
                         row.principal,
                         row.task_id,
@@ -44,7 +46,8 @@ impl Store {
                         row.status_message,
                         row.updated_at_ms,
                         row.outcome,
-                        row.follow
+                        row.follow,
+                        row.owner
                     ],
                 )?;
                 c.execute(
@@ -62,7 +65,7 @@ impl Store {
             |c| {
                 c.query_row(
                     "SELECT principal, task_id, tool, legacy, created_at_ms, ttl_ms, status,
-                     status_message, updated_at_ms, outcome, follow
+                     status_message, updated_at_ms, outcome, follow, owner
                      FROM tasks WHERE principal = ?1 AND task_id = ?2",
                     params![principal, task_id],
                     |r| {
@@ -78,6 +81,7 @@ impl Store {
                             updated_at_ms: r.get(8)?,
                             outcome: r.get(9)?,
                             follow: r.get(10)?,
+                            owner: r.get(11)?,
                         })
                     },
                 )
@@ -120,6 +124,7 @@ mod tests {
             updated_at_ms: created,
             outcome: None,
             follow: Some("{}".into()),
+            owner: Some("1:2".into()),
         }
     }
 

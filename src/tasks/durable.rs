@@ -20,6 +20,7 @@ pub fn to_row(task: &Task) -> TaskRow {
         updated_at_ms: st.updated_ms,
         outcome: st.outcome.as_ref().map(|o| outcome_json(o).to_string()),
         follow: task.follow().map(|f| f.to_string()),
+        owner: Some(format!("{}:{}", task.owner.0, task.owner.1)),
     }
 }
 
@@ -40,6 +41,13 @@ pub fn from_row(row: TaskRow) -> Option<Task> {
         None => None,
         Some(text) => Some(serde_json::from_str(text).ok()?),
     };
+    // An unknown owner reads as (0, 0): no running process has it.
+    let owner = row
+        .owner
+        .as_deref()
+        .and_then(|o| o.split_once(':'))
+        .and_then(|(p, s)| Some((p.parse().ok()?, s.parse().ok()?)))
+        .unwrap_or((0, 0));
     Some(Task::restored(
         row.task_id,
         row.principal,
@@ -47,6 +55,7 @@ pub fn from_row(row: TaskRow) -> Option<Task> {
         row.created_at_ms,
         row.ttl_ms.max(0) as u64,
         row.legacy,
+        owner,
         State {
             status,
             message: row.status_message,
@@ -110,6 +119,7 @@ mod tests {
             (120_000, true, t.created_ms)
         );
         assert_eq!(back.follow(), t.follow());
+        assert_eq!(back.owner, crate::process::this_process());
         let st = back.state();
         assert_eq!(st.status, Status::Completed);
         assert!(matches!(st.outcome, Some(Outcome::Result(r)) if r == json!({"isError": false})));

@@ -75,6 +75,10 @@ pub struct Task {
     pub ttl_ms: u64,
     /// Created by a 2025-11-25 `params.task` (its `isError` rule applies).
     pub legacy: bool,
+    /// The process that runs the task (`crate::process` identity); (0, 0) when unknown.
+    pub owner: (u32, u64),
+    /// A read-only copy of a task another live process runs (never cached, never run).
+    pub foreign: bool,
     state: Mutex<State>,
     /// What the runner follows (opaque to the store; persisted so another process can
     /// take over).
@@ -128,6 +132,7 @@ impl Task {
         created_ms: i64,
         ttl_ms: u64,
         legacy: bool,
+        owner: (u32, u64),
         state: State,
         follow: Option<Value>,
     ) -> Task {
@@ -140,6 +145,8 @@ impl Task {
             created_ms,
             ttl_ms,
             legacy,
+            owner,
+            foreign: false,
             state: Mutex::new(state),
             follow: Mutex::new(follow),
             runner: Default::default(),
@@ -255,6 +262,7 @@ impl TaskStore {
                 .unwrap_or(DEFAULT_TTL_MS)
                 .clamp(MIN_TTL_MS, MAX_TTL_MS),
             legacy,
+            crate::process::this_process(),
             State {
                 status: Status::Working,
                 message: Some(format!("{tool} is running")),
@@ -340,6 +348,14 @@ impl TaskStore {
     /// Cancel a working task: it turns `cancelled` at once and its work is interrupted.
     /// `Err(status)` when it had already ended.
     pub fn cancel(&self, task: &Task) -> Result<(), Status> {
+        task.cancel()
+    }
+}
+
+impl Task {
+    /// See `TaskStore::cancel`.
+    pub fn cancel(&self) -> Result<(), Status> {
+        let task = self;
         {
             let mut st = task.state.lock();
             if st.status.terminal() {
@@ -354,7 +370,9 @@ impl TaskStore {
         }
         Ok(())
     }
+}
 
+impl TaskStore {
     /// Tasks currently working (for tests and diagnostics).
     pub fn working(&self) -> usize {
         self.working.load(Ordering::Acquire)

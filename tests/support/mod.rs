@@ -3,6 +3,8 @@
 //! Set `WINX_TEST_KEEP_LOGS=1` to keep the temp dir (with stderr.log) for post-mortem.
 #![allow(dead_code)]
 
+pub mod tasks;
+
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};

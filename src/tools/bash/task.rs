@@ -16,8 +16,9 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// Longest single wait on the guardian; a task rechecks cancellation between waits.
-const CHUNK: Duration = Duration::from_secs(30);
+/// Longest single wait on the guardian; a task rechecks cancellation (also one recorded
+/// by another process) between waits.
+const CHUNK: Duration = Duration::from_secs(5);
 /// Output kept in memory while following; older bytes are counted and left in the journal.
 const MAX_KEPT_BYTES: usize = 1024 * 1024;
 /// After a cancellation, how long the interrupted command may take to end.

@@ -1,0 +1,59 @@
+//! Process identity that survives pid reuse: (pid, start time in clock ticks since boot).
+
+/// This process's identity.
+pub fn this_process() -> (u32, u64) {
+    let pid = std::process::id();
+    (pid, start_time(pid).unwrap_or(0))
+}
+
+/// Whether the process that had identity (`pid`, `started`) is still running (a zombie,
+/// killed but not yet reaped by its parent, is not).
+pub fn is_running(pid: u32, started: u64) -> bool {
+    stat(pid).is_some_and(|(state, t)| t == started && state != 'Z' && state != 'X')
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).map(|(_, t)| t)
+}
+
+/// `/proc/<pid>/stat` fields 3 (state) and 22 (start time).
+fn stat(pid: u32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is parenthesised and may hold spaces: count after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.nth(18)?.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities() {
+        let (pid, started) = this_process();
+        assert!(started > 0);
+        assert!(is_running(pid, started));
+        assert!(
+            !is_running(pid, started + 1),
+            "a reused pid is another process"
+        );
+        assert!(!is_running(0x7fff_ffff, 1));
+        // A killed child is a zombie until reaped: not running.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let (cpid, cstart) = (child.id(), start_time(child.id()).unwrap());
+        assert!(is_running(cpid, cstart));
+        child.kill().unwrap();
+        let end = crate::deadline::Deadline::after("zombie", std::time::Duration::from_secs(10));
+        while stat(cpid).is_some_and(|(s, _)| s != 'Z') {
+            assert!(!end.expired(), "the child never died");
+            std::thread::yield_now();
+        }
+        assert!(!is_running(cpid, cstart));
+        child.wait().unwrap();
+    }
+}

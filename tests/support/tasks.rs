@@ -1,0 +1,136 @@
+//! Helpers of the MCP Tasks suites (`tests/tasks.rs`, `tests/tasks_restart.rs`): stateless
+//! requests declaring the tasks extension, FIFO gates that hold a command until the test
+//! lets it go, and polling a task to its end.
+#![allow(dead_code)]
+
+use super::{Agent, HARD_TIMEOUT, Opts};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub const EXT: &str = "io.modelcontextprotocol/tasks";
+
+pub fn spawn(rt: &str) -> Agent {
+    Agent::spawn_with(Opts {
+        env: &[("WINX_RUNTIME", rt)],
+        ..Default::default()
+    })
+}
+
+/// `_meta` of a 2026-07-28 request, declaring the tasks extension or not.
+pub fn meta(tasks: bool) -> Value {
+    let caps = if tasks {
+        json!({"extensions": {EXT: {}}})
+    } else {
+        json!({})
+    };
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": caps})
+}
+
+pub fn modern(a: &mut Agent, method: &str, mut params: Value, tasks: bool) -> Value {
+    params["_meta"] = meta(tasks);
+    a.request(method, params)
+}
+
+/// A 2026-07-28 `BashCommand` call, declaring the tasks extension or not.
+pub fn bash_call(a: &mut Agent, args: Value, tasks: bool) -> Value {
+    modern(
+        a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+        tasks,
+    )
+}
+
+pub fn bash_args(first: &Value, command: &str, extra: Value) -> Value {
+    let mut args = json!({
+        "thread_id": first["data"]["thread_id"],
+        "workspace_root": first["data"]["workspace_root"],
+        "action_json": {"command": command},
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        args[k] = v.clone();
+    }
+    args
+}
+
+/// A FIFO in the workspace: a command doing `read x < gate` blocks until `open`.
+pub struct Gate(pub PathBuf);
+
+impl Gate {
+    pub fn new(a: &Agent) -> Gate {
+        let p = a.workspace.join("gate");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        Gate(p)
+    }
+
+    /// Let the waiting command go on, reading `word`. Opening blocks until the command has
+    /// the FIFO open, so a thread does it.
+    pub fn open(&self, word: &str) {
+        let (p, w) = (self.0.clone(), format!("{word}\n"));
+        std::thread::spawn(move || {
+            let _ = std::fs::write(p, w);
+        });
+    }
+}
+
+/// Poll `tasks/get` until the task leaves `working` (each poll is an event: the answer).
+pub fn until_terminal(a: &mut Agent, id: &str) -> Value {
+    let end = Instant::now() + HARD_TIMEOUT;
+    loop {
+        let r = modern(a, "tasks/get", json!({"taskId": id}), true);
+        let res = r["result"].clone();
+        assert!(r.get("error").is_none(), "{r}");
+        if res["status"] != "working" {
+            return res;
+        }
+        assert!(Instant::now() < end, "task {id} still working: {res}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Single-quote a path for bash.
+pub fn q(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// A second adapter on the first one's state and runtime directories.
+pub fn restart_adapter(old: &Agent, rt: &str) -> Agent {
+    Agent::spawn_with(Opts {
+        state: Some(old.state.clone()),
+        workspace: Some(old.workspace.clone()),
+        env: &[
+            (
+                "XDG_RUNTIME_DIR",
+                old.dir.path().join("run").to_str().unwrap(),
+            ),
+            ("WINX_RUNTIME", rt),
+        ],
+        ..Default::default()
+    })
+}
+
+/// The whole output of a result: its text, or its spill file when truncated.
+pub fn whole_output(result: &Value) -> String {
+    match result["structuredContent"]["data"]["spill_path"].as_str() {
+        Some(p) => std::fs::read_to_string(p).unwrap(),
+        None => text(result),
+    }
+}
+
+/// Threads of `pid` named `name`.
+pub fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .count()
+}
