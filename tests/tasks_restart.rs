@@ -164,8 +164,16 @@ fn a_second_live_adapter_sees_a_task_but_never_runs_it() {
         done["result"]["structuredContent"]["data"]["exit_code"],
         130
     );
-    // b reads the same outcome from the store.
-    let seen = modern(&mut b, "tasks/get", json!({"taskId": id}), true)["result"].clone();
+    // b reads the same outcome from the store (a writes it there just after publishing it).
+    let end = Instant::now() + HARD_TIMEOUT;
+    let seen = loop {
+        let g = modern(&mut b, "tasks/get", json!({"taskId": id}), true)["result"].clone();
+        if g.get("result").is_some() {
+            break g;
+        }
+        assert!(Instant::now() < end, "b never saw the outcome: {g}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(
         (seen["status"].clone(), seen["result"].clone()),
         (done["status"].clone(), done["result"].clone())

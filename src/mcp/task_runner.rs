@@ -36,8 +36,7 @@ pub(super) fn spawn(
             let tctx = sh.tool_ctx(&call);
             let out = work(&tctx, &t);
             drop(slot);
-            finish(&st, &t, out.to_result());
-            save(&sh, &t);
+            finish(&sh, &st, &t, out.to_result());
         });
     spawned.map(|_| ()).map_err(|e| {
         let err = RpcError::new(
@@ -55,6 +54,24 @@ pub(super) fn spawn(
     })
 }
 
+/// Record what `task` follows (before its handle is answered, so a restarted adapter can
+/// always take over), then follow it on a runner thread.
+pub(super) fn follow_in_background(
+    shared: &Arc<Shared>,
+    store: &Arc<TaskStore>,
+    task: &Arc<Task>,
+    slot: RunnerSlot,
+    owned: OwnedCall,
+    pending: Pending,
+) -> Result<(), RpcError> {
+    task.set_follow(pending.follow_info());
+    save(shared, task);
+    let sh = shared.clone();
+    spawn(shared, store, task, slot, owned, move |tctx, t| {
+        follow(&sh, t, tctx, pending)
+    })
+}
+
 /// Follow a running shell command until it ends, the task's TTL, or cancellation.
 pub(super) fn follow(
     shared: &Shared,
@@ -62,8 +79,6 @@ pub(super) fn follow(
     tctx: &ToolContext,
     pending: Pending,
 ) -> ToolOutput {
-    task.set_follow(pending.follow_info());
-    save(shared, task);
     task.set_interrupt(Box::new(pending.interrupter()));
     if task.status() == Status::Cancelled
         && let Some(interrupt) = task.take_interrupt()
@@ -99,12 +114,12 @@ fn cancelled_in_store(shared: &Shared, task: &Task) -> bool {
 
 /// A task whose work ended before any runner was needed: store and persist its result.
 pub(super) fn complete(shared: &Shared, store: &TaskStore, task: &Task, out: ToolOutput) {
-    finish(store, task, out.to_result());
-    save(shared, task);
+    finish(shared, store, task, out.to_result());
 }
 
-/// Store a runner's result; its status follows the creating era's rule for `isError`.
-fn finish(store: &TaskStore, task: &Task, mut result: Value) {
+/// Store a runner's result, durably before it is visible; its status follows the creating
+/// era's rule for `isError`.
+fn finish(shared: &Shared, store: &TaskStore, task: &Task, mut result: Value) {
     let is_error = result["isError"].as_bool().unwrap_or(false);
     let message = result["structuredContent"]["message"]
         .as_str()
@@ -118,22 +133,25 @@ fn finish(store: &TaskStore, task: &Task, mut result: Value) {
     } else {
         Status::Completed
     };
-    store.finish(task, Outcome::Result(result), status, message);
+    store.finish_persisted(task, Outcome::Result(result), status, message, |st| {
+        put_row(shared, durable::to_row_with(task, st.clone()), &task.id);
+    });
 }
 
 /// Write the task's current state to the state store. Best effort: on failure the task
 /// goes on in this process and the failure is logged.
 pub(super) fn save(shared: &Shared, task: &Task) {
+    put_row(shared, durable::to_row(task), &task.id);
+}
+
+fn put_row(shared: &Shared, row: crate::store::tasks::TaskRow, id: &str) {
     let written = shared
         .sessions()
         .store()
         .map_err(|e| e.message())
-        .and_then(|s| {
-            s.task_put(&durable::to_row(task), unix_ms())
-                .map_err(|e| e.to_string())
-        });
+        .and_then(|s| s.task_put(&row, unix_ms()).map_err(|e| e.to_string()));
     if let Err(e) = written {
-        log::warn!("task {}: not persisted: {e}", task.id);
+        log::warn!("task {id}: not persisted: {e}");
     }
 }
 
@@ -198,6 +216,8 @@ fn take_over(shared: &Arc<Shared>, store: &Arc<TaskStore>, ctx: &CallContext, ta
         return;
     };
     log::info!("task {}: taking over from an earlier process", task.id);
+    // The row now names this process as the owner.
+    save(shared, task);
     let sh = shared.clone();
     let result = spawn(
         shared,

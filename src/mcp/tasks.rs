@@ -115,34 +115,23 @@ impl<'a> Call<'a> {
             // The command starts now, so the task records what it follows before the
             // handle is answered (a restarted adapter can always take over).
             let tctx = self.shared.tool_ctx(self.ctx);
-            match bash::start(&tctx, &self.args, TaskMode::Requested) {
+            let out = match bash::start(&tctx, &self.args, TaskMode::Requested) {
                 Ok(Step::Running(pending)) => {
-                    task.set_follow(pending.follow_info());
-                    task_runner::save(self.shared, &task);
-                    let shared = self.shared.clone();
-                    task_runner::spawn(
+                    task_runner::follow_in_background(
                         self.shared,
                         self.store,
                         &task,
                         slot,
                         owned,
-                        move |tctx, t| task_runner::follow(&shared, t, tctx, pending),
+                        pending,
                     )?;
+                    return Ok(wire::created(&task, Dialect::Handshake));
                 }
-                Ok(Step::Done(out)) => {
-                    drop(slot);
-                    task_runner::complete(self.shared, self.store, &task, out);
-                }
-                Err(e) => {
-                    drop(slot);
-                    task_runner::complete(
-                        self.shared,
-                        self.store,
-                        &task,
-                        e.into_output(tool.as_str()),
-                    );
-                }
-            }
+                Ok(Step::Done(out)) => out,
+                Err(e) => e.into_output(tool.as_str()),
+            };
+            drop(slot);
+            task_runner::complete(self.shared, self.store, &task, out);
             return Ok(wire::created(&task, Dialect::Handshake));
         }
         let args = self.args;
@@ -194,17 +183,13 @@ impl<'a> Call<'a> {
                 return out.to_result();
             }
         };
-        // Recorded before the answer, so a restarted adapter can always take over.
-        task.set_follow(pending.follow_info());
-        task_runner::save(self.shared, &task);
-        let shared = self.shared.clone();
-        let spawned = task_runner::spawn(
+        let spawned = task_runner::follow_in_background(
             self.shared,
             self.store,
             &task,
             slot,
             OwnedCall::of(call),
-            move |tctx, t| task_runner::follow(&shared, t, tctx, pending),
+            pending,
         );
         if let Err(e) = spawned {
             // The task already ended `failed` with this error; its handle says so.

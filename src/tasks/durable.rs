@@ -7,7 +7,11 @@ use crate::store::tasks::TaskRow;
 use serde_json::{Value, json};
 
 pub fn to_row(task: &Task) -> TaskRow {
-    let st = task.state();
+    to_row_with(task, task.state())
+}
+
+/// The row of `task` in state `st` (a state about to be published).
+pub fn to_row_with(task: &Task, st: State) -> TaskRow {
     TaskRow {
         principal: task.principal.clone(),
         task_id: task.id.clone(),

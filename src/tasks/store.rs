@@ -333,14 +333,30 @@ impl TaskStore {
     /// Store the runner's outcome with `status`, unless the task already ended (cancelled):
     /// then only the outcome is kept.
     pub fn finish(&self, task: &Task, outcome: Outcome, status: Status, message: String) {
+        self.finish_persisted(task, outcome, status, message, |_| {});
+    }
+
+    /// `finish`, with `persist` given the final state before anyone can see it: whoever
+    /// observes the outcome here (or in another process) finds it durable already.
+    pub fn finish_persisted(
+        &self,
+        task: &Task,
+        outcome: Outcome,
+        status: Status,
+        message: String,
+        persist: impl FnOnce(&State),
+    ) {
         {
             let mut st = task.state.lock();
-            if !st.status.terminal() {
-                st.status = status;
-                st.message = Some(message);
+            let mut next = st.clone();
+            if !next.status.terminal() {
+                next.status = status;
+                next.message = Some(message);
             }
-            st.updated_ms = unix_ms();
-            st.outcome = Some(outcome);
+            next.updated_ms = unix_ms();
+            next.outcome = Some(outcome);
+            persist(&next);
+            *st = next;
         }
         task.done_tx.lock().take();
     }
