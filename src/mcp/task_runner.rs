@@ -102,6 +102,24 @@ pub(super) fn follow(
     pending.finish(tctx, deadline, &cancelled)
 }
 
+/// Record a cancel of a task another live process runs; false if it was no longer working.
+pub(super) fn cancel_in_store(shared: &Shared, task: &Task) -> bool {
+    shared
+        .sessions()
+        .store()
+        .ok()
+        .and_then(|s| {
+            s.task_cancel(
+                &task.principal,
+                &task.id,
+                "cancelled by the client; the work was interrupted",
+                unix_ms(),
+            )
+            .ok()
+        })
+        .unwrap_or(false)
+}
+
 /// Whether another process recorded a cancel of this task in the state store.
 fn cancelled_in_store(shared: &Shared, task: &Task) -> bool {
     shared

@@ -308,8 +308,16 @@ fn result(task: &Task) -> Result<Value, RpcError> {
     }
 }
 
-/// Cancel, and record the cancellation.
+/// Cancel, and record the cancellation. A task another live process runs is cancelled in
+/// the store only (its runner picks it up), and only while it is still working there.
 fn cancel(shared: &Shared, store: &TaskStore, task: &Task) -> Result<(), Status> {
+    if task.foreign {
+        return match task_runner::cancel_in_store(shared, task) {
+            // The answer shows the copy as the store now has it.
+            true => task.cancel(),
+            false => Err(task.status()),
+        };
+    }
     store.cancel(task)?;
     task_runner::save(shared, task);
     Ok(())

@@ -91,6 +91,28 @@ impl Store {
         )
     }
 
+    /// Mark a working task cancelled, only if it is still working (another process may be
+    /// finishing it right now: its outcome must not be overwritten). True when it was.
+    pub fn task_cancel(
+        &self,
+        principal: &str,
+        task_id: &str,
+        message: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.with(
+            |c| {
+                c.execute(
+                    "UPDATE tasks SET status = 'cancelled', status_message = ?3, updated_at_ms = ?4
+                     WHERE principal = ?1 AND task_id = ?2 AND status = 'working'",
+                    params![principal, task_id, message, now_ms],
+                )
+            },
+            "cancel task",
+        )
+        .map(|n| n == 1)
+    }
+
     /// The principal's task IDs, newest first.
     pub fn task_ids(&self, principal: &str) -> Result<Vec<String>, StoreError> {
         self.with(
@@ -144,6 +166,16 @@ mod tests {
         // Writing at 1150 expires t1 (created 100, TTL 1000) but not t2.
         s.task_put(&done, 1150).unwrap();
         assert_eq!(s.task_get("a", "t1").unwrap(), None);
+        assert_eq!(s.task_get("a", "t2").unwrap(), Some(done.clone()));
+        // A cancel reaches only a task that is still working.
+        assert!(!s.task_cancel("a", "t2", "cancelled", 1200).unwrap());
         assert_eq!(s.task_get("a", "t2").unwrap(), Some(done));
+        s.task_put(&row("b", "t4", 1200), 1200).unwrap();
+        assert!(
+            !s.task_cancel("a", "t4", "cancelled", 1201).unwrap(),
+            "another principal's"
+        );
+        assert!(s.task_cancel("b", "t4", "cancelled", 1201).unwrap());
+        assert_eq!(s.task_get("b", "t4").unwrap().unwrap().status, "cancelled");
     }
 }
