@@ -27,14 +27,25 @@ pub struct TaskRow {
 const MAX_LISTED: i64 = 1024;
 
 impl Store {
-    /// Insert or replace a task row, dropping rows whose TTL has run out.
+    /// Insert or update a task row, dropping rows whose TTL has run out. A stored cancel
+    /// is never turned back into `working` (another process may have written it).
     pub fn task_put(&self, row: &TaskRow, now_ms: i64) -> Result<(), StoreError> {
         self.with(
             |c| {
                 c.execute(
-                    "INSERT OR REPLACE INTO tasks (principal, task_id, tool, legacy, created_at_ms,
+                    "INSERT INTO tasks (principal, task_id, tool, legacy, created_at_ms,
                      ttl_ms, status, status_message, updated_at_ms, outcome, follow, owner)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (principal, task_id) DO UPDATE SET
+                       tool = excluded.tool, legacy = excluded.legacy,
+                       created_at_ms = excluded.created_at_ms, ttl_ms = excluded.ttl_ms,
+                       status = CASE WHEN tasks.status = 'cancelled' AND excluded.status = 'working'
+                                THEN 'cancelled' ELSE excluded.status END,
+                       status_message = CASE WHEN tasks.status = 'cancelled'
+                                        AND excluded.status = 'working'
+                                        THEN tasks.status_message ELSE excluded.status_message END,
+                       updated_at_ms = excluded.updated_at_ms, outcome = excluded.outcome,
+                       follow = excluded.follow, owner = excluded.owner",
                     params![
                         row.principal,
                         row.task_id,
@@ -177,5 +188,16 @@ mod tests {
         );
         assert!(s.task_cancel("b", "t4", "cancelled", 1201).unwrap());
         assert_eq!(s.task_get("b", "t4").unwrap().unwrap().status, "cancelled");
+        // A stored cancel is not undone by a later write of the working state.
+        let mut w = row("b", "t5", 1200);
+        s.task_put(&w, 1200).unwrap();
+        assert!(s.task_cancel("b", "t5", "cancelled", 1201).unwrap());
+        w.follow = Some("{\"x\":1}".into());
+        s.task_put(&w, 1202).unwrap();
+        let back = s.task_get("b", "t5").unwrap().unwrap();
+        assert_eq!(
+            (back.status.as_str(), back.follow),
+            ("cancelled", w.follow.clone())
+        );
     }
 }
