@@ -8,7 +8,7 @@ use super::server::{CallContext, OwnedCall, Shared};
 use crate::deadline::{Deadline, unix_ms};
 use crate::jsonrpc::{ErrorCode, RpcError};
 use crate::tasks::durable;
-use crate::tasks::store::{Outcome, RunnerSlot, Status, Task, TaskStore};
+use crate::tasks::store::{CANCELLED_MESSAGE, Outcome, RunnerSlot, Status, Task, TaskStore};
 use crate::tools::ToolContext;
 use crate::tools::bash::task::Pending;
 use crate::tools::envelope::ToolOutput;
@@ -104,28 +104,17 @@ pub(super) fn follow(
 
 /// Record a cancel of a task another live process runs; false if it was no longer working.
 pub(super) fn cancel_in_store(shared: &Shared, task: &Task) -> bool {
-    shared
-        .sessions()
-        .store()
-        .ok()
+    db(shared)
         .and_then(|s| {
-            s.task_cancel(
-                &task.principal,
-                &task.id,
-                "cancelled by the client; the work was interrupted",
-                unix_ms(),
-            )
-            .ok()
+            s.task_cancel(&task.principal, &task.id, CANCELLED_MESSAGE, unix_ms())
+                .ok()
         })
         .unwrap_or(false)
 }
 
 /// Whether another process recorded a cancel of this task in the state store.
 fn cancelled_in_store(shared: &Shared, task: &Task) -> bool {
-    shared
-        .sessions()
-        .store()
-        .ok()
+    db(shared)
         .and_then(|s| s.task_get(&task.principal, &task.id).ok().flatten())
         .is_some_and(|row| row.status == Status::Cancelled.as_str())
 }
@@ -162,6 +151,11 @@ pub(super) fn save(shared: &Shared, task: &Task) {
     put_row(shared, durable::to_row(task), &task.id);
 }
 
+/// The state store, if it can be opened (task persistence is best effort).
+fn db(shared: &Shared) -> Option<Arc<crate::store::Store>> {
+    shared.sessions().store().ok()
+}
+
 fn put_row(shared: &Shared, row: crate::store::tasks::TaskRow, id: &str) {
     let written = shared
         .sessions()
@@ -186,12 +180,7 @@ pub(super) fn lookup(
         // Held here but expired: gone.
         None if store.contains(ctx.principal, id) => return None,
         None => {
-            let row = shared
-                .sessions()
-                .store()
-                .ok()?
-                .task_get(ctx.principal, id)
-                .ok()??;
+            let row = db(shared)?.task_get(ctx.principal, id).ok()??;
             let mut task = durable::from_row(row)?;
             let me = crate::process::this_process();
             let (pid, started) = task.owner;
@@ -214,10 +203,7 @@ pub(super) fn lookup(
 
 /// The caller's task IDs in the state store, newest first.
 pub(super) fn stored_ids(shared: &Shared, principal: &str) -> Vec<String> {
-    shared
-        .sessions()
-        .store()
-        .ok()
+    db(shared)
         .and_then(|s| s.task_ids(principal).ok())
         .unwrap_or_default()
 }

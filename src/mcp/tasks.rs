@@ -252,7 +252,7 @@ pub(super) fn method(
     match method {
         "tasks/get" => Ok(wire::detailed(&task, dialect)),
         "tasks/result" => result(&task),
-        "tasks/cancel" => match (cancel(shared, store, &task), dialect) {
+        "tasks/cancel" => match (cancel(shared, &task), dialect) {
             (Ok(()), Dialect::Handshake) => Ok(wire::detailed(&task, dialect)),
             (Err(s), Dialect::Handshake) => Err(RpcError::invalid_params(format!(
                 "Cannot cancel task: already in terminal status {:?}",
@@ -310,7 +310,7 @@ fn result(task: &Task) -> Result<Value, RpcError> {
 
 /// Cancel, and record the cancellation. A task another live process runs is cancelled in
 /// the store only (its runner picks it up), and only while it is still working there.
-fn cancel(shared: &Shared, store: &TaskStore, task: &Task) -> Result<(), Status> {
+fn cancel(shared: &Shared, task: &Task) -> Result<(), Status> {
     if task.foreign {
         return match task_runner::cancel_in_store(shared, task) {
             // The answer shows the copy as the store now has it.
@@ -318,7 +318,7 @@ fn cancel(shared: &Shared, store: &TaskStore, task: &Task) -> Result<(), Status>
             false => Err(task.status()),
         };
     }
-    store.cancel(task)?;
+    task.cancel()?;
     task_runner::save(shared, task);
     Ok(())
 }

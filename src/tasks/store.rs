@@ -20,6 +20,8 @@ pub const DEFAULT_TTL_MS: u64 = 60 * 60 * 1000;
 pub const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 /// Shortest retention granted, so a result outlives the poll that finds it.
 pub const MIN_TTL_MS: u64 = 60 * 1000;
+/// The status message of a cancelled task (also written by other processes).
+pub const CANCELLED_MESSAGE: &str = "cancelled by the client; the work was interrupted";
 /// Suggested polling interval.
 pub const POLL_INTERVAL_MS: u64 = 1000;
 /// Tasks kept per principal; the oldest finished ones make room.
@@ -158,6 +160,24 @@ impl Task {
 
     pub fn set_interrupt(&self, f: Box<dyn FnOnce() + Send>) {
         *self.interrupt.lock() = Some(f);
+    }
+
+    /// Cancel a working task: it turns `cancelled` at once and its work is interrupted.
+    /// `Err(status)` when it had already ended.
+    pub fn cancel(&self) -> Result<(), Status> {
+        {
+            let mut st = self.state.lock();
+            if st.status.terminal() {
+                return Err(st.status);
+            }
+            st.status = Status::Cancelled;
+            st.message = Some(CANCELLED_MESSAGE.into());
+            st.updated_ms = unix_ms();
+        }
+        if let Some(interrupt) = self.take_interrupt() {
+            interrupt();
+        }
+        Ok(())
     }
 
     /// The interrupt, at most once (whoever takes it delivers it).
@@ -361,34 +381,6 @@ impl TaskStore {
         task.done_tx.lock().take();
     }
 
-    /// Cancel a working task: it turns `cancelled` at once and its work is interrupted.
-    /// `Err(status)` when it had already ended.
-    pub fn cancel(&self, task: &Task) -> Result<(), Status> {
-        task.cancel()
-    }
-}
-
-impl Task {
-    /// See `TaskStore::cancel`.
-    pub fn cancel(&self) -> Result<(), Status> {
-        let task = self;
-        {
-            let mut st = task.state.lock();
-            if st.status.terminal() {
-                return Err(st.status);
-            }
-            st.status = Status::Cancelled;
-            st.message = Some("cancelled by the client; the work was interrupted".into());
-            st.updated_ms = unix_ms();
-        }
-        if let Some(interrupt) = task.take_interrupt() {
-            interrupt();
-        }
-        Ok(())
-    }
-}
-
-impl TaskStore {
     /// Tasks currently working (for tests and diagnostics).
     pub fn working(&self) -> usize {
         self.working.load(Ordering::Acquire)
@@ -465,8 +457,8 @@ mod tests {
         t.set_interrupt(Box::new(move || {
             h.fetch_add(1, Ordering::SeqCst);
         }));
-        assert_eq!(s.cancel(&t), Ok(()));
-        assert_eq!(s.cancel(&t), Err(Status::Cancelled));
+        assert_eq!(t.cancel(), Ok(()));
+        assert_eq!(t.cancel(), Err(Status::Cancelled));
         assert_eq!(hits.load(Ordering::SeqCst), 1);
         // The later outcome is kept, the status is not moved.
         s.finish(
