@@ -9,6 +9,16 @@ fn text(r: &Value) -> String {
     r["content"][0]["text"].as_str().unwrap().to_string()
 }
 
+/// The socket of the agent's only guardian.
+fn guardian_socket(a: &Agent) -> std::path::PathBuf {
+    std::fs::read_dir(a.dir.path().join("run/winx/g"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("a guardian socket")
+}
+
 fn winxd_pids(a: &Agent) -> Vec<i32> {
     processes_mentioning(&a.dir.path().join("run/winx/winxd.sock"))
 }
@@ -208,13 +218,7 @@ fn background_commands_are_limited_across_sessions() {
 fn silent_connections_never_stall_a_guardian() {
     let mut a = Agent::spawn();
     let s = a.first_call();
-    let dir = a.dir.path().join("run/winx/g");
-    let sock = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "sock"))
-        .expect("a guardian socket");
+    let sock = guardian_socket(&a);
     // Connections that never say hello (a client that died mid-connect, a stray probe).
     let silent: Vec<_> = (0..3)
         .map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap())
@@ -240,13 +244,7 @@ fn a_reader_that_stops_reading_never_stalls_a_guardian() {
     // About 390 KB of transcript: more than a socket buffer holds in one answer.
     let r = a.bash(&s, json!({"command": "seq 1 70000"}));
     assert_eq!(r["structuredContent"]["data"]["exit_code"], 0, "{r}");
-    let dir = a.dir.path().join("run/winx/g");
-    let sock = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "sock"))
-        .expect("a guardian socket");
+    let sock = guardian_socket(&a);
     // An `attach`-like reader asks for the whole transcript, then never reads the answer.
     let frame = |v: serde_json::Value| {
         let body = serde_json::to_vec(&v).unwrap();

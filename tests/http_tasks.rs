@@ -8,10 +8,8 @@ mod support;
 
 use http_support::*;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-const EXT: &str = "io.modelcontextprotocol/tasks";
+use support::tasks::{EXT, Gate, threads_named};
 
 fn h(k: &str, v: &str) -> (String, String) {
     (k.to_string(), v.to_string())
@@ -34,19 +32,6 @@ fn post(s: &Server, token: &str, method: &str, name: Option<&str>, params: Value
     )
 }
 
-fn gate(s: &Server) -> PathBuf {
-    let p = s.home.workspace.join("gate");
-    nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    p
-}
-
-fn open_gate(p: &Path, word: &str) {
-    let (p, w) = (p.to_path_buf(), format!("{word}\n"));
-    std::thread::spawn(move || {
-        let _ = std::fs::write(p, w);
-    });
-}
-
 #[test]
 fn a_task_completes_over_http_and_no_other_principal_can_reach_it() {
     let home = Home::new();
@@ -60,9 +45,9 @@ fn a_task_completes_over_http_and_no_other_principal_can_reach_it() {
         json!({"type": "first_call", "workspace_root": ws}),
     )["structuredContent"]["data"]
         .clone();
-    let fifo = gate(&s);
+    let fifo = Gate::in_dir(&s.home.workspace);
     let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
-        "action_json": {"command": format!("echo over-http; read x < '{}'; echo end-$x", fifo.display())},
+        "action_json": {"command": format!("echo over-http; read x < '{}'; echo end-$x", fifo.0.display())},
         "wait_policy": "until_complete"});
     let r = post(
         &s,
@@ -104,7 +89,7 @@ fn a_task_completes_over_http_and_no_other_principal_can_reach_it() {
     let r = post(&s, &a, "tasks/get", Some(&id), json!({"taskId": id}));
     assert_eq!(r.json()["result"]["status"], "working", "{}", r.text());
 
-    open_gate(&fifo, "ok");
+    fifo.open("ok");
     let end = Instant::now() + support::HARD_TIMEOUT;
     let done = loop {
         let r = post(&s, &a, "tasks/get", Some(&id), json!({"taskId": id}));
@@ -180,9 +165,9 @@ fn handshake_era_task_result_over_an_http_session() {
         json!({"name": "Initialize", "arguments": {"type": "first_call", "workspace_root": ws}}),
     )["result"]["structuredContent"]["data"]
         .clone();
-    let fifo = gate(&s);
+    let fifo = Gate::in_dir(&s.home.workspace);
     let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
-        "action_json": {"command": format!("read x < '{}'; echo legacy-$x", fifo.display())}});
+        "action_json": {"command": format!("read x < '{}'; echo legacy-$x", fifo.0.display())}});
     let created = rpc(
         3,
         "tools/call",
@@ -192,7 +177,7 @@ fn handshake_era_task_result_over_an_http_session() {
         .as_str()
         .unwrap_or_else(|| panic!("{created}"))
         .to_string();
-    open_gate(&fifo, "http");
+    fifo.open("http");
     // tasks/result blocks until the command ends, then answers the tools/call result.
     let res = rpc(4, "tasks/result", json!({"taskId": id}));
     let text = res["result"]["content"][0]["text"].as_str().unwrap();
@@ -201,15 +186,6 @@ fn handshake_era_task_result_over_an_http_session() {
         rpc(5, "tasks/get", json!({"taskId": id}))["result"]["status"],
         "completed"
     );
-}
-
-/// Threads of `pid` named `name` (from /proc/<pid>/task/*/comm).
-fn threads_named(pid: i32, name: &str) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
-        .count()
 }
 
 #[test]
@@ -246,7 +222,7 @@ fn cancelling_many_tasks_at_once_leaves_no_runner_behind() {
                 .to_string()
         })
         .collect();
-    assert_eq!(threads_named(s.pid(), "task-runner"), N);
+    assert_eq!(threads_named(s.pid() as u32, "task-runner"), N);
     // Cancel them all at once, from as many clients.
     std::thread::scope(|sc| {
         for id in &ids {
@@ -275,7 +251,7 @@ fn cancelling_many_tasks_at_once_leaves_no_runner_behind() {
     }
     // Every runner has ended: no thread is left following anything.
     let end = Instant::now() + support::HARD_TIMEOUT;
-    while threads_named(s.pid(), "task-runner") > 0 {
+    while threads_named(s.pid() as u32, "task-runner") > 0 {
         assert!(Instant::now() < end, "runner threads left behind");
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -60,7 +60,12 @@ pub struct Gate(pub PathBuf);
 
 impl Gate {
     pub fn new(a: &Agent) -> Gate {
-        let p = a.workspace.join("gate");
+        Gate::in_dir(&a.workspace)
+    }
+
+    /// A gate named `gate` in `dir` (a workspace of any kind of server).
+    pub fn in_dir(dir: &Path) -> Gate {
+        let p = dir.join("gate");
         nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         Gate(p)
     }
