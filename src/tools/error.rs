@@ -19,6 +19,12 @@ pub enum ToolError {
     PolicyBlocked {
         tool: String,
     },
+    /// An argument would start a process through a tool the caller's policy hides
+    /// (`verify_command` needs `BashCommand`); refused before anything is changed.
+    ArgumentNeedsTool {
+        argument: &'static str,
+        needs: &'static str,
+    },
     /// The call carries no usable session binding.
     NeedsInitialize {
         reason: String,
@@ -113,7 +119,7 @@ impl ToolError {
                 m(Status::InvalidInput, "invalid_tool_input", true, false)
             }
             ToolError::UnknownTool { .. } => m(Status::InvalidInput, "unknown_tool", false, false),
-            ToolError::PolicyBlocked { .. } => {
+            ToolError::PolicyBlocked { .. } | ToolError::ArgumentNeedsTool { .. } => {
                 m(Status::PolicyBlocked, "policy_blocked", false, false)
             }
             ToolError::NeedsInitialize { .. } => {
@@ -185,6 +191,11 @@ impl ToolError {
             ToolError::PolicyBlocked { tool } => {
                 format!("tool {tool} is not permitted by this server's tool policy")
             }
+            ToolError::ArgumentNeedsTool { argument, needs } => format!(
+                "{argument} runs a shell command, which needs {needs}; this server's tool \
+                 policy does not permit {needs}, so nothing was changed (call again without \
+                 {argument})"
+            ),
             ToolError::NeedsInitialize { reason, .. } => {
                 format!("no initialized session for this call: {reason}")
             }
@@ -321,6 +332,9 @@ impl ToolError {
         let message = self.message();
         let data = match &self {
             ToolError::UnknownTool { available, .. } => json!({"available_tools": available}),
+            ToolError::ArgumentNeedsTool { argument, needs } => {
+                json!({"argument": argument, "required_tool": needs})
+            }
             ToolError::CommandAlreadyRunning {
                 execution_id,
                 elapsed_ms,

@@ -58,6 +58,24 @@ pub fn session_args<'m>(
     Ok((a, binding))
 }
 
+/// The argument of this call that would run a shell command, if any. Such calls need
+/// `BashCommand` as well as their own tool (seed 003: "A principal must permit the edit
+/// tool and `BashCommand`"). `BashCommand` and `VerifyEdit` are themselves the permission
+/// (a policy with `VerifyEdit` but not `BashCommand` is refused at startup).
+pub fn starts_process(tool: ToolName, args: &Map<String, Value>) -> Option<&'static str> {
+    const VERIFY: &str = "verify_command";
+    let edits = matches!(
+        tool,
+        ToolName::FileWriteOrEdit
+            | ToolName::MultiFileEdit
+            | ToolName::ApplyPatch
+            | ToolName::EditFiles
+    );
+    // Any present value counts, even one the tool would reject or ignore: the refusal
+    // must not depend on how the tool reads it.
+    (edits && args.get(VERIFY).is_some_and(|v| !v.is_null())).then_some(VERIFY)
+}
+
 /// Resolve the name, enforce policy, run the tool. Never panics on bad input.
 pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> ToolOutput {
     let tool = match ToolName::parse(name) {
@@ -80,6 +98,15 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
     if !ctx.policy.permits(tool) {
         return ToolError::PolicyBlocked {
             tool: tool.as_str().into(),
+        }
+        .into_output(tool.as_str());
+    }
+    if let Some(argument) = starts_process(tool, args)
+        && !ctx.policy.permits(ToolName::BashCommand)
+    {
+        return ToolError::ArgumentNeedsTool {
+            argument,
+            needs: ToolName::BashCommand.as_str(),
         }
         .into_output(tool.as_str());
     }
