@@ -173,3 +173,160 @@ fn a_principal_without_bash_cannot_verify_over_http() {
         "verify_command ran for a principal without BashCommand"
     );
 }
+
+fn read_one(s: &Server, token: &str, pair: &Value, path: &str) -> Value {
+    s.call(
+        token,
+        "ReadFiles",
+        json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
+               "file_paths": [path]}),
+    )
+}
+
+#[test]
+fn file_tools_never_reach_the_servers_own_secrets_over_http() {
+    let home = Home::new();
+    let cfg = two_principals(&home, "tool_profile = \"read-only\"");
+    let s = Server::start_in(home, &["--principal-config", &cfg], &[], false);
+    let bob = format!("{TOKEN}-b");
+    let first = s.call(
+        &bob,
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": "/"}),
+    );
+    assert_eq!(sc(&first)["status"], "completed", "{first}");
+    let pair = sc(&first)["data"].clone();
+    let alice_token = path_str(&s.home.path("a.token"));
+    let state_db = path_str(&s.home.path("state").join("winx.db"));
+    for secret in [alice_token.as_str(), cfg.as_str(), state_db.as_str()] {
+        let r = read_one(&s, &bob, &pair, secret);
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(
+            !text.contains(TOKEN) && !text.contains("SQLite format"),
+            "{secret} was served: {r}"
+        );
+        assert!(text.contains("never touch"), "{secret}: {r}");
+    }
+    // An ordinary file next to them is still readable from the "/" workspace.
+    std::fs::write(s.home.path("notes.txt"), "plain notes\n").unwrap();
+    let r = read_one(&s, &bob, &pair, &path_str(&s.home.path("notes.txt")));
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("plain notes"),
+        "{r}"
+    );
+    // No workspace can be bound inside the server's state.
+    let inside = s.call(
+        &bob,
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": path_str(&s.home.path("state"))}),
+    );
+    assert_eq!(sc(&inside)["errorCode"], "policy_blocked", "{inside}");
+}
+
+#[test]
+fn workspace_roots_confine_where_a_principal_binds_workspaces() {
+    let home = Home::new();
+    let ws = path_str(&home.workspace);
+    let cfg = two_principals(&home, &format!("workspace_roots = [\"{ws}\"]"));
+    let s = Server::start_in(home, &["--principal-config", &cfg], &[], false);
+    let (alice, bob) = (format!("{TOKEN}-a"), format!("{TOKEN}-b"));
+    let root = json!({"type": "first_call", "workspace_root": "/"});
+    let r = s.call(&bob, "Initialize", root.clone());
+    assert_eq!(sc(&r)["errorCode"], "policy_blocked", "{r}");
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains(&ws),
+        "{r}"
+    );
+    let sub = s.home.workspace.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let r = s.call(
+        &bob,
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": path_str(&sub)}),
+    );
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+    // Alice has no workspace_roots: anywhere.
+    let r = s.call(&alice, "Initialize", root);
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+}
+
+#[test]
+fn a_workspace_root_that_does_not_exist_is_a_startup_error() {
+    let home = Home::new();
+    let cfg = two_principals(&home, "workspace_roots = [\"/nonexistent/winx-root\"]");
+    let out = home.start_failing(
+        &[
+            "serve",
+            "--http",
+            "--bind",
+            "127.0.0.1:0",
+            "--principal-config",
+            &cfg,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent/winx-root") && err.contains("bob"),
+        "{err}"
+    );
+}
+
+#[test]
+fn stdio_file_tools_refuse_the_state_directory_but_serve_scratch_sessions() {
+    let mut a = Agent::spawn_with(Opts {
+        env: &[("WINX_ALLOW_PATHS", "/")],
+        ..Default::default()
+    });
+    let s = a.first_call();
+    let pair = |extra: Value| {
+        let mut v = json!({"thread_id": s["data"]["thread_id"],
+                           "workspace_root": s["data"]["workspace_root"]});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    let db = a.state.join("winx.db");
+    let r = a.call("ReadFiles", pair(json!({"file_paths": [path_str(&db)]})));
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("never touch"),
+        "{r}"
+    );
+    let scratch_parent = a.state.join("scratch");
+    std::fs::create_dir_all(&scratch_parent).unwrap();
+    let r = a.call(
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": path_str(&scratch_parent)}),
+    );
+    assert_eq!(sc(&r)["errorCode"], "policy_blocked", "{r}");
+    // A first call without a workspace gets its own scratch directory and may use it.
+    let r = a.call("Initialize", json!({"type": "first_call"}));
+    let scratch = sc(&r)["data"].clone();
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+    let w = a.call(
+        "FileWriteOrEdit",
+        json!({"thread_id": scratch["thread_id"], "workspace_root": scratch["workspace_root"],
+               "file_path": "notes.md", "text_or_search_replace_blocks": "scratch notes\n"}),
+    );
+    assert_eq!(sc(&w)["status"], "completed", "{w}");
+    let r = a.call(
+        "ReadFiles",
+        json!({"thread_id": scratch["thread_id"], "workspace_root": scratch["workspace_root"],
+               "file_paths": ["notes.md"]}),
+    );
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("scratch notes"),
+        "{r}"
+    );
+}

@@ -87,6 +87,12 @@ fn serve_http(args: &cli::ServeArgs, config: &Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // File tools refuse the credentials this server was started with.
+    let mut config = config.clone();
+    for f in &http.secret_files {
+        config.allow_paths.protect_file(f);
+    }
+    let config = &config;
     log::info!(
         "winx-code-agent {} serving MCP over HTTP on {} (state dir {})",
         winx::build_info::identity(),

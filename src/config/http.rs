@@ -56,6 +56,8 @@ pub struct Principal {
     pub name: String,
     pub token_digest: [u8; 32],
     pub policy: ToolPolicy,
+    /// Where the token was read from, so file tools can refuse it.
+    pub token_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for Principal {
@@ -84,6 +86,8 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     pub io_timeout: Duration,
     pub drain_grace: Duration,
+    /// Credential files (token files, the principal config) that file tools must refuse.
+    pub secret_files: Vec<PathBuf>,
 }
 
 fn err(msg: impl Into<String>) -> ConfigError {
@@ -145,7 +149,14 @@ impl HttpConfig {
         if !(1..=1_000_000).contains(&requests_per_minute) {
             return Err(err("--requests-per-minute must be 1..=1000000"));
         }
+        let secret_files = [&args.principal_config, &args.token_file]
+            .into_iter()
+            .flatten()
+            .map(PathBuf::from)
+            .chain(principals.iter().filter_map(|p| p.token_file.clone()))
+            .collect();
         Ok(HttpConfig {
+            secret_files,
             bind,
             principals,
             credential_source,
@@ -245,6 +256,7 @@ fn principals(
             name: SINGLE_PRINCIPAL.into(),
             token_digest: token_digest(token.as_bytes()),
             policy: policy.clone(),
+            token_file: None,
         }])
     };
     if let Some(path) = &args.principal_config {
@@ -349,6 +361,7 @@ struct PrincipalEntry {
     token_env: Option<String>,
     tool_profile: Option<String>,
     allowed_tools: Option<Vec<String>>,
+    workspace_roots: Option<Vec<PathBuf>>,
 }
 
 /// Parse and validate the principal TOML (seed 003, "Multiple authenticated principals").
@@ -403,6 +416,32 @@ pub fn load_principal_config(
     Ok(out)
 }
 
+/// `workspace_roots`: absolute existing directories, kept canonical.
+fn workspace_roots(name: &str, roots: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
+    if roots.is_empty() {
+        return Err(format!(
+            "principal {name:?}: workspace_roots cannot be empty (omit it to allow any workspace)"
+        ));
+    }
+    roots
+        .into_iter()
+        .map(|r| {
+            if !r.is_absolute() {
+                return Err(format!(
+                    "principal {name:?}: workspace root {} must be an absolute path",
+                    r.display()
+                ));
+            }
+            r.canonicalize().ok().filter(|c| c.is_dir()).ok_or_else(|| {
+                format!(
+                    "principal {name:?}: workspace root {} is not an existing directory",
+                    r.display()
+                )
+            })
+        })
+        .collect()
+}
+
 fn principal_entry(
     e: PrincipalEntry,
     base: &Path,
@@ -420,11 +459,14 @@ fn principal_entry(
             "principal name {name:?} must be 1..={MAX_NAME_CHARS} ASCII letters, digits, '_' or '-'"
         ));
     }
+    let mut token_file = None;
     let (raw, from) = match (e.token_file, e.token_env) {
         (Some(f), None) => {
             let f = if f.is_absolute() { f } else { base.join(f) };
             let t = read_token_file(&f).map_err(|e| e.0)?;
-            (t, format!("token file {}", f.display()))
+            let from = format!("token file {}", f.display());
+            token_file = Some(f);
+            (t, from)
         }
         (None, Some(var)) => {
             let t = env(&var).filter(|t| !t.is_empty()).ok_or_else(|| {
@@ -445,10 +487,16 @@ fn principal_entry(
         None => ToolPolicy::build(e.tool_profile.as_deref(), &[]),
     }
     .map_err(|pe| format!("principal {name:?}: {pe}"))?;
+    let mut policy = policy;
+    policy.workspace_roots = e
+        .workspace_roots
+        .map(|roots| workspace_roots(&name, roots))
+        .transpose()?;
     Ok(Principal {
         name,
         token_digest: token_digest(token.as_bytes()),
         policy,
+        token_file,
     })
 }
 

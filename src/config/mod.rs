@@ -130,13 +130,19 @@ impl Config {
             },
         };
         let runtime = runtime_config(env, &state_dir, vars.clone())?;
+        let mut allow_paths =
+            crate::files::policy::AllowPaths::parse(&env("WINX_ALLOW_PATHS").unwrap_or_default());
+        // The server's own state is never a file tool's business. The runtime directory is
+        // ours only when WINX_SOCKET does not name another place (its parent may be shared).
+        allow_paths.protect_dir(&state_dir);
+        if env(env::SOCKET).is_none_or(|s| s.is_empty()) {
+            allow_paths.protect_dir(&runtime.runtime_dir);
+        }
         Ok(Config {
             runtime,
             redact: env(env::NO_REDACT).is_none_or(|v| v != "1"),
             diagnostics: diagnostics(env),
-            allow_paths: crate::files::policy::AllowPaths::parse(
-                &env("WINX_ALLOW_PATHS").unwrap_or_default(),
-            ),
+            allow_paths,
             read_parallelism: match env("WINX_READ_PARALLELISM") {
                 None => crate::files::read::DEFAULT_READ_PARALLELISM,
                 Some(v) => match v.parse::<usize>() {

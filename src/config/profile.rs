@@ -94,6 +94,9 @@ pub struct ToolPolicy {
     allowed: BTreeSet<ToolName>,
     /// How the policy was chosen, for diagnostics: a profile name or "allowlist".
     pub source: String,
+    /// Canonical directories this principal may bind workspaces in (`workspace_roots` of
+    /// the principal TOML); `None` means anywhere.
+    pub workspace_roots: Option<Vec<std::path::PathBuf>>,
 }
 
 impl ToolPolicy {
@@ -101,6 +104,7 @@ impl ToolPolicy {
         ToolPolicy {
             allowed: p.tools(),
             source: p.as_str().to_string(),
+            workspace_roots: None,
         }
     }
 
@@ -131,11 +135,19 @@ impl ToolPolicy {
         Ok(ToolPolicy {
             allowed,
             source: "allowlist".into(),
+            workspace_roots: None,
         })
     }
 
     pub fn permits(&self, t: ToolName) -> bool {
         self.allowed.contains(&t)
+    }
+
+    /// May a workspace be bound at `workspace` (canonical)?
+    pub fn permits_workspace(&self, workspace: &std::path::Path) -> bool {
+        self.workspace_roots
+            .as_ref()
+            .is_none_or(|roots| roots.iter().any(|r| workspace.starts_with(r)))
     }
 
     /// Tools that are both permitted and implemented, in catalog order.

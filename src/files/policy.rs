@@ -4,16 +4,25 @@
 //!
 //! Invariant: decisions are made on canonical paths (symlinks resolved), so a link inside
 //! the workspace that points outside it is outside.
+//! Invariant: the server's own credential and state files (token files, the principal
+//! config, the state and runtime directories) are refused to every file tool whatever the
+//! workspace or `WINX_ALLOW_PATHS`; the one exception is a session's own scratch workspace,
+//! which lives inside the state directory (`Initialize` binds no other workspace there).
 
 use crate::session::Mode;
 use crate::shell::cmdpolicy::path_in_globs;
 use std::path::{Path, PathBuf};
 
-/// Extra roots from `WINX_ALLOW_PATHS`.
+/// Extra roots from `WINX_ALLOW_PATHS`, and the server's own files no tool may touch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AllowPaths {
     pub roots: Vec<PathBuf>,
     pub unconfined: bool,
+    /// Canonical credential files (token files, the principal config): always refused.
+    secret_files: Vec<PathBuf>,
+    /// Canonical private directories (state, runtime): refused except inside the
+    /// session's own workspace when that workspace is a scratch directory within them.
+    private_dirs: Vec<PathBuf>,
 }
 
 impl AllowPaths {
@@ -31,7 +40,54 @@ impl AllowPaths {
         AllowPaths {
             unconfined: roots.iter().any(|r| r == Path::new("/")),
             roots,
+            ..AllowPaths::default()
         }
+    }
+}
+
+impl AllowPaths {
+    /// Refuse `file` (a credential) to every file tool.
+    pub fn protect_file(&mut self, file: &Path) {
+        if let Ok(c) = canonical(file) {
+            self.secret_files.push(c);
+        }
+    }
+
+    /// Refuse everything under `dir` (server state) to every file tool.
+    pub fn protect_dir(&mut self, dir: &Path) {
+        if let Ok(c) = canonical(dir) {
+            self.private_dirs.push(c);
+        }
+    }
+
+    /// The private directory that contains `workspace`, if any (such a workspace may only
+    /// be a session's own scratch directory).
+    pub fn private_dir_containing(&self, workspace: &Path) -> Option<&Path> {
+        self.private_dirs
+            .iter()
+            .find(|d| workspace.starts_with(d))
+            .map(PathBuf::as_path)
+    }
+
+    /// Why `path` (canonical) is one of the server's own files, if it is.
+    fn protected(&self, workspace: &Path, path: &Path) -> Option<String> {
+        if let Some(f) = self.secret_files.iter().find(|f| path == f.as_path()) {
+            return Some(format!(
+                "{} is a credential file of this server; file tools never touch it",
+                f.display()
+            ));
+        }
+        let own_scratch = |d: &Path| workspace != d && path.starts_with(workspace);
+        self.private_dirs
+            .iter()
+            .find(|d| path.starts_with(d) && !(workspace.starts_with(d) && own_scratch(d)))
+            .map(|d| {
+                format!(
+                    "{} is inside {}, this server's private state; file tools never touch it",
+                    path.display(),
+                    d.display()
+                )
+            })
     }
 }
 
@@ -64,6 +120,9 @@ pub fn canonical(path: &Path) -> Result<PathBuf, String> {
 
 /// May this session read `path` (canonical)?
 pub fn may_read(workspace: &Path, allow: &AllowPaths, path: &Path) -> Result<(), String> {
+    if let Some(why) = allow.protected(workspace, path) {
+        return Err(why);
+    }
     if allow.unconfined
         || path.starts_with(workspace)
         || allow.roots.iter().any(|r| path.starts_with(r))
@@ -126,6 +185,33 @@ mod tests {
         };
         assert!(may_write(&ws, &none, &cw, &inside).is_ok());
         assert!(may_write(&ws, &none, &cw, &ws.join("README.md")).is_err());
+    }
+
+    #[test]
+    fn the_servers_own_files_are_refused_whatever_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let state = root.join("state");
+        std::fs::create_dir_all(state.join("scratch/alice")).unwrap();
+        let token = root.join("alice.token");
+        let mut allow = AllowPaths::parse("/");
+        allow.protect_dir(&state);
+        allow.protect_file(&token);
+        let slash = Path::new("/");
+        assert!(may_read(slash, &allow, &token).is_err());
+        assert!(may_read(slash, &allow, &state.join("winx.db")).is_err());
+        assert!(may_read(&state, &allow, &state.join("winx.db")).is_err());
+        assert!(may_read(slash, &allow, &root.join("other.txt")).is_ok());
+        // A scratch workspace inside the state directory reaches its own files only.
+        let scratch = state.join("scratch/alice");
+        assert!(may_read(&scratch, &allow, &scratch.join("notes.md")).is_ok());
+        assert!(may_read(&scratch, &allow, &state.join("scratch/bob/x")).is_err());
+        assert!(may_read(&scratch, &allow, &state.join("winx.db")).is_err());
+        assert_eq!(
+            allow.private_dir_containing(&scratch),
+            Some(state.as_path())
+        );
+        assert_eq!(allow.private_dir_containing(&root), None);
     }
 
     #[test]

@@ -117,6 +117,13 @@ impl SessionService {
         &self.state_dir
     }
 
+    /// Where this principal's scratch workspaces live (canonical when it exists; it is
+    /// created by the first scratch session).
+    pub fn scratch_root(&self, principal: &str) -> PathBuf {
+        let dir = self.state_dir.join("scratch").join(principal);
+        dir.canonicalize().unwrap_or(dir)
+    }
+
     /// The per-principal scratch workspace used by first calls without a workspace.
     pub fn scratch_workspace(&self, principal: &str) -> Result<PathBuf, ToolError> {
         private_dir(self.state_dir.join("scratch").join(principal))

@@ -25,6 +25,12 @@ pub enum ToolError {
         argument: &'static str,
         needs: &'static str,
     },
+    /// The workspace lies where this principal may not bind one (outside its
+    /// `workspace_roots`, or inside the server's private state).
+    WorkspaceNotPermitted {
+        path: String,
+        reason: String,
+    },
     /// The call carries no usable session binding.
     NeedsInitialize {
         reason: String,
@@ -119,7 +125,9 @@ impl ToolError {
                 m(Status::InvalidInput, "invalid_tool_input", true, false)
             }
             ToolError::UnknownTool { .. } => m(Status::InvalidInput, "unknown_tool", false, false),
-            ToolError::PolicyBlocked { .. } | ToolError::ArgumentNeedsTool { .. } => {
+            ToolError::PolicyBlocked { .. }
+            | ToolError::ArgumentNeedsTool { .. }
+            | ToolError::WorkspaceNotPermitted { .. } => {
                 m(Status::PolicyBlocked, "policy_blocked", false, false)
             }
             ToolError::NeedsInitialize { .. } => {
@@ -190,6 +198,9 @@ impl ToolError {
             ),
             ToolError::PolicyBlocked { tool } => {
                 format!("tool {tool} is not permitted by this server's tool policy")
+            }
+            ToolError::WorkspaceNotPermitted { path, reason } => {
+                format!("workspace {path} is not permitted: {reason}")
             }
             ToolError::ArgumentNeedsTool { argument, needs } => format!(
                 "{argument} runs a shell command, which needs {needs}; this server's tool \

@@ -146,8 +146,11 @@ fn dispatch_type(
 }
 
 fn verify(ctx: &ToolContext, args: &InitArgs) -> Result<(Binding, bool), ToolError> {
-    ctx.sessions
-        .verify(ctx.principal, args.thread_id, args.workspace_root)
+    let verified = ctx
+        .sessions
+        .verify(ctx.principal, args.thread_id, args.workspace_root)?;
+    super::workspace_permitted(ctx, &verified.0.workspace_root)?;
+    Ok(verified)
 }
 
 fn first_call(
@@ -170,6 +173,7 @@ fn first_call(
         },
         (None, None) => ctx.sessions.scratch_workspace(ctx.principal)?,
     };
+    super::workspace_permitted(ctx, &workspace)?;
     let choice = SessionChoice {
         affinity: ctx.affinity,
         conversation: ctx.conversation,

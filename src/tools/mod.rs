@@ -55,7 +55,42 @@ pub fn session_args<'m>(
         a.opt_str("thread_id")?,
         a.opt_str("workspace_root")?,
     )?;
+    workspace_permitted(ctx, &binding.workspace_root)?;
     Ok((a, binding))
+}
+
+/// May the caller work in `workspace` (canonical)? Inside its `workspace_roots` (when its
+/// principal has them), and never inside the server's private state except its own scratch
+/// directory. Checked when a session is bound and again on every call, so a binding made
+/// under an older configuration cannot outlive a narrower one.
+pub fn workspace_permitted(
+    ctx: &ToolContext,
+    workspace: &std::path::Path,
+) -> Result<(), ToolError> {
+    let refuse = |reason: String| ToolError::WorkspaceNotPermitted {
+        path: workspace.display().to_string(),
+        reason,
+    };
+    if let Some(dir) = ctx.allow_paths.private_dir_containing(workspace) {
+        let own = ctx.sessions.scratch_root(ctx.principal);
+        if !workspace.starts_with(&own) {
+            return Err(refuse(format!(
+                "it is inside {}, this server's private state",
+                dir.display()
+            )));
+        }
+        return Ok(());
+    }
+    match &ctx.policy.workspace_roots {
+        Some(roots) if !ctx.policy.permits_workspace(workspace) => {
+            let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+            Err(refuse(format!(
+                "this principal may bind workspaces only under {}",
+                shown.join(", ")
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The argument of this call that would run a shell command, if any. Such calls need

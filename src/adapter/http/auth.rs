@@ -108,6 +108,7 @@ mod tests {
             name: name.into(),
             token_digest: token_digest(token.as_bytes()),
             policy: ToolPolicy::profile(Profile::Full),
+            token_file: None,
         }
     }
 
