@@ -240,7 +240,8 @@ fn quota_reclaims_never_used_sessions_and_preserves_used_ones() {
 #[test]
 fn doctor_reports_without_secrets() {
     let token = "doctor-must-never-print-this-token-0123456789";
-    let a = spawn_with(&[("WINX_HTTP_TOKEN", token), ("WINX_ALLOW_PATHS", "/")]);
+    let mut a = spawn_with(&[("WINX_HTTP_TOKEN", token), ("WINX_ALLOW_PATHS", "/")]);
+    a.first_call(); // starts winxd, so the report includes what it holds
     let out = a.op(&["doctor"]);
     assert!(
         out.status.success(),
@@ -256,7 +257,9 @@ fn doctor_reports_without_secrets() {
     assert_eq!(d["lifecycle"]["unused_ttl_secs"], 1800);
     assert_eq!(d["lifecycle"]["used_ttl_secs"], 86400);
     assert_eq!(d["lifecycle"]["max_guardians"], 32);
+    assert_eq!(d["daemon"]["running"], true);
     assert_eq!(d["daemon"]["mixed_build"], false);
+    assert_eq!(d["guardians"]["count"], 1);
     assert_eq!(d["split_control_sockets"], false);
     assert_eq!(d["interrupted_commits"], 0);
     // An intent left by a crashed multi-file commit is counted.
@@ -265,6 +268,30 @@ fn doctor_reports_without_secrets() {
     std::fs::write(commits.join("commit-0011223344556677.json"), "{}").unwrap();
     let d: Value = serde_json::from_slice(&a.op(&["doctor"]).stdout).unwrap();
     assert_eq!(d["interrupted_commits"], 1);
+}
+
+#[test]
+fn doctor_observes_and_never_starts_winxd() {
+    let a = spawn_with(&[]);
+    let d = a.op_json(&["doctor"]);
+    assert_eq!(d["daemon"]["running"], false, "{d}");
+    assert!(d["guardians"].is_null(), "{d}");
+    let socket = a.dir.path().join("run/winx/winxd.sock");
+    assert!(!socket.exists(), "doctor started winxd");
+    let winxd: Vec<i32> = processes_mentioning(&a.dir.path().join("run"))
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("winxd"))
+        })
+        .collect();
+    assert!(winxd.is_empty(), "doctor left winxd running: {winxd:?}");
+    let candidates = d["socket_candidates"].as_array().unwrap();
+    assert!(
+        candidates
+            .iter()
+            .all(|c| c["exists"] == false && c["answering_build"].is_null())
+    );
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! `doctor`: a redacted JSON report of the runtime. It names files and settings, never the
 //! value of a token, and never the path of a token file.
 
-use super::{OpError, ask, sessions};
+use super::OpError;
 use crate::build_info;
 use crate::config::Config;
 use crate::runtime::RuntimeKind;
+use crate::runtime::daemon;
 use crate::wire::daemon::{PROTOCOL, Request, Response};
 use crate::wire::{Hello, read_frame, write_frame};
 use serde_json::{Value, json};
@@ -24,6 +25,8 @@ fn probe(socket: &Path) -> Option<String> {
     Some(h.build)
 }
 
+/// The report. It observes only: it never starts winxd (a stopped winxd is reported as
+/// such, with the guardians it would find unknown until something starts it).
 pub fn run(config: &Config) -> Result<Value, OpError> {
     let d = &config.diagnostics;
     let candidates: Vec<Value> = d
@@ -39,22 +42,45 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
         .filter(|c| !c["answering_build"].is_null())
         .count();
     let ours = build_info::identity();
-    let (daemon, lifecycle) = match ask(config, &Request::Status)? {
-        Response::Status {
+    let socket = &config.runtime.daemon_socket;
+    let running = match daemon::request_running(socket, &Request::Status) {
+        Ok(Response::Status {
             build,
             pid,
             lifecycle,
             socket,
-        } => (
-            json!({"build": build, "pid": pid, "socket": socket, "mixed_build": build != ours}),
+        }) => Some((
+            json!({"running": true, "build": build, "pid": pid, "socket": socket,
+                   "mixed_build": build != ours}),
             json!(lifecycle),
-        ),
-        other => return Err(OpError(format!("unexpected winxd answer {other:?}"))),
+        )),
+        Ok(other) => return Err(OpError(format!("unexpected winxd answer {other:?}"))),
+        Err(e) => {
+            log::info!("doctor: winxd is not answering ({e})");
+            None
+        }
     };
-    let live = sessions(config)?;
-    let mut builds: Vec<&str> = live.iter().map(|s| s.snapshot.build.as_str()).collect();
-    builds.sort_unstable();
-    builds.dedup();
+    let (daemon, lifecycle, guardians) = match running {
+        Some((daemon, lifecycle)) => {
+            let live = match daemon::request_running(socket, &Request::List) {
+                Ok(Response::Sessions { sessions }) => sessions,
+                Ok(other) => return Err(OpError(format!("unexpected winxd answer {other:?}"))),
+                Err(e) => return Err(OpError(e)),
+            };
+            let mut builds: Vec<&str> = live.iter().map(|s| s.snapshot.build.as_str()).collect();
+            builds.sort_unstable();
+            builds.dedup();
+            let guardians = json!({"count": live.len(), "builds": builds,
+                "mixed_builds": builds.len() > 1 || builds.iter().any(|b| *b != ours)});
+            (daemon, lifecycle, guardians)
+        }
+        None => (
+            json!({"running": false, "socket": socket,
+                   "note": "winxd is not running; the next session or operator command starts it"}),
+            Value::Null,
+            Value::Null,
+        ),
+    };
     Ok(json!({
         "build": {"identity": ours, "version": build_info::VERSION, "git_rev": build_info::GIT_REV,
                   "git_dirty": build_info::GIT_DIRTY},
@@ -64,8 +90,7 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
         "split_control_sockets": answering > 1,
         "daemon": daemon,
         "lifecycle": lifecycle,
-        "guardians": {"count": live.len(), "builds": builds,
-                      "mixed_builds": builds.len() > 1 || builds.iter().any(|b| *b != ours)},
+        "guardians": guardians,
         "shell": config.runtime.shell.0,
         "file_tools_containment": d.file_containment,
         "redaction": config.redact,

@@ -83,6 +83,13 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
     }
 }
 
+/// One request to a winxd that is already running; never starts one (`doctor` observes).
+pub fn request_running(socket: &Path, req: &Request) -> Result<Response, String> {
+    let mut s = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
+    write_frame(&mut s, req).map_err(|e| format!("send to winxd: {e}"))?;
+    read_frame(&mut s).map_err(|e| format!("winxd answer: {e}"))
+}
+
 /// One request to winxd, starting it first when nothing answers on its socket.
 pub fn request(socket: &Path, env: &[(String, String)], req: &Request) -> Result<Response, String> {
     let mut s = match connect(socket) {
