@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod deadline;
 pub mod edit;
 pub mod files;
+pub mod fsutil;
 pub mod guardian;
 pub mod jsonrpc;
 pub mod mcp;

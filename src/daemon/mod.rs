@@ -10,8 +10,8 @@ pub mod lifecycle;
 pub mod spawn;
 
 use crate::deadline::Deadline;
+use crate::fsutil::ensure_private_dir;
 use crate::runtime::GuardianClient;
-use crate::store::ensure_private_dir;
 use crate::wire::daemon::{Lifecycle, PROTOCOL, Request, Response};
 use crate::wire::guardian;
 use crate::wire::{Hello, read_frame, write_frame};

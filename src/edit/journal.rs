@@ -50,7 +50,7 @@ pub enum Outcome {
 
 /// Write `intent` durably into `dir` (created 0700); returns its path.
 pub fn write(dir: &Path, intent: &Intent) -> std::io::Result<PathBuf> {
-    crate::store::ensure_private_dir(dir).map_err(std::io::Error::other)?;
+    crate::fsutil::ensure_private_dir(dir)?;
     let mut tag = [0u8; 8];
     let _ = getrandom::fill(&mut tag);
     let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();

@@ -25,7 +25,7 @@ use std::path::Path;
 
 /// Bind the session socket (0600, replacing a stale file) and start the shell.
 fn prepare(spec: &ShellSpec, socket: &Path) -> Result<(UnixListener, Session), String> {
-    crate::store::ensure_private_dir(&spec.session_dir).map_err(|e| e.to_string())?;
+    crate::fsutil::ensure_private_dir(&spec.session_dir).map_err(|e| e.to_string())?;
     if socket.exists() {
         fs::remove_file(socket).map_err(|e| format!("remove stale socket: {e}"))?;
     }

@@ -29,7 +29,7 @@ pub fn with_slot<T>(
     dir: &Path,
     start: impl FnOnce() -> Result<(i32, T), String>,
 ) -> Result<T, Option<String>> {
-    crate::store::ensure_private_dir(dir).map_err(|e| Some(e.to_string()))?;
+    crate::fsutil::ensure_private_dir(dir).map_err(|e| Some(e.to_string()))?;
     let lock = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -75,7 +75,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("bg-slots");
         // A stale slot (no such process) does not count and is removed.
-        crate::store::ensure_private_dir(&dir).unwrap();
+        crate::fsutil::ensure_private_dir(&dir).unwrap();
         fs::write(dir.join("999999999"), b"").unwrap();
         let me = std::process::id() as i32;
         for _ in 0..MAX_BACKGROUND_TOTAL {

@@ -160,7 +160,7 @@ fn put_row(shared: &Shared, row: crate::store::tasks::TaskRow, id: &str) {
     let written = shared
         .sessions()
         .store()
-        .map_err(|e| e.message())
+        .map_err(|e| crate::tools::error::ToolError::from(e).message())
         .and_then(|s| s.task_put(&row, unix_ms()).map_err(|e| e.to_string()));
     if let Err(e) = written {
         log::warn!("task {id}: not persisted: {e}");

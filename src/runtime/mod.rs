@@ -132,7 +132,7 @@ impl Runtime {
         }
         let socket = self.socket_path(key);
         if let Some(dir) = socket.parent() {
-            crate::store::ensure_private_dir(dir).map_err(|e| e.to_string())?;
+            crate::fsutil::ensure_private_dir(dir).map_err(|e| e.to_string())?;
         }
         let spec = ShellSpec {
             program: self.cfg.shell.0.clone(),

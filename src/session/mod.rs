@@ -8,14 +8,16 @@
 //! Invariant: no tool touches a shell or a file before `SessionService::verify` accepted
 //! its pair.
 
+pub mod error;
 pub mod ids;
 pub mod mode;
 pub mod overview;
 
 use crate::deadline::unix_ms;
+use crate::fsutil::ensure_private_dir;
+use crate::store::Store;
 use crate::store::sessions::SessionRow;
-use crate::store::{Store, ensure_private_dir};
-use crate::tools::error::ToolError;
+pub use error::SessionError;
 pub use mode::Mode;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -79,15 +81,18 @@ pub struct SessionService {
     live: Mutex<HashMap<Key, Binding>>,
 }
 
-fn private_dir(dir: PathBuf) -> Result<PathBuf, ToolError> {
-    ensure_private_dir(&dir).map_err(store_err)?;
-    dir.canonicalize().map_err(|e| ToolError::StoreUnavailable {
+fn private_dir(dir: PathBuf) -> Result<PathBuf, SessionError> {
+    ensure_private_dir(&dir).map_err(|e| SessionError::StoreUnavailable {
         detail: format!("scratch workspace: {e}"),
-    })
+    })?;
+    dir.canonicalize()
+        .map_err(|e| SessionError::StoreUnavailable {
+            detail: format!("scratch workspace: {e}"),
+        })
 }
 
-fn store_err(e: crate::store::StoreError) -> ToolError {
-    ToolError::StoreUnavailable {
+fn store_err(e: crate::store::StoreError) -> SessionError {
+    SessionError::StoreUnavailable {
         detail: e.to_string(),
     }
 }
@@ -103,7 +108,7 @@ impl SessionService {
 
     /// The store, opened on first use so process start stays cheap. A failed open is
     /// retried on the next call.
-    pub fn store(&self) -> Result<Arc<Store>, ToolError> {
+    pub fn store(&self) -> Result<Arc<Store>, SessionError> {
         let mut slot = self.store.lock();
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
@@ -125,7 +130,7 @@ impl SessionService {
     }
 
     /// The per-principal scratch workspace used by first calls without a workspace.
-    pub fn scratch_workspace(&self, principal: &str) -> Result<PathBuf, ToolError> {
+    pub fn scratch_workspace(&self, principal: &str) -> Result<PathBuf, SessionError> {
         private_dir(self.state_dir.join("scratch").join(principal))
     }
 
@@ -135,7 +140,7 @@ impl SessionService {
         &self,
         principal: &str,
         id: &str,
-    ) -> Result<PathBuf, ToolError> {
+    ) -> Result<PathBuf, SessionError> {
         private_dir(
             self.state_dir
                 .join("scratch")
@@ -144,7 +149,7 @@ impl SessionService {
         )
     }
 
-    fn load(&self, principal: &str, thread_id: &str) -> Result<Option<Binding>, ToolError> {
+    fn load(&self, principal: &str, thread_id: &str) -> Result<Option<Binding>, SessionError> {
         if let Some(b) = self.live.lock().get(&(principal.into(), thread_id.into())) {
             return Ok(Some(b.clone()));
         }
@@ -160,7 +165,7 @@ impl SessionService {
         }))
     }
 
-    fn persist(&self, principal: &str, b: &Binding) -> Result<(), ToolError> {
+    fn persist(&self, principal: &str, b: &Binding) -> Result<(), SessionError> {
         self.store()?
             .session_put(&SessionRow {
                 principal: principal.into(),
@@ -212,12 +217,12 @@ impl SessionService {
         workspace: &Path,
         thread_id: &str,
         mode: Option<Mode>,
-    ) -> Result<Attached, ToolError> {
+    ) -> Result<Attached, SessionError> {
         let thread_id = thread_id.to_string();
         let was_live = self.is_live(principal, &thread_id);
         let existing = self.load(principal, &thread_id)?;
         if let Some(b) = existing.as_ref().filter(|b| b.workspace_root != workspace) {
-            return Err(ToolError::WorkspaceAlreadyBound {
+            return Err(SessionError::WorkspaceAlreadyBound {
                 thread_id: thread_id.clone(),
                 bound_workspace: b.workspace_str(),
                 requested_workspace: workspace.to_string_lossy().into_owned(),
@@ -257,25 +262,25 @@ impl SessionService {
         principal: &str,
         thread_id: Option<&str>,
         workspace_root: Option<&str>,
-    ) -> Result<(Binding, bool), ToolError> {
+    ) -> Result<(Binding, bool), SessionError> {
         let ws_hint = workspace_root.map(str::to_string);
         let thread_id = match thread_id.map(str::trim) {
             Some(t) if !t.is_empty() => t,
             _ => {
-                return Err(ToolError::NeedsInitialize {
+                return Err(SessionError::NeedsInitialize {
                     reason: "thread_id is missing".into(),
                     workspace_root: ws_hint,
                 });
             }
         };
         let Some(ws_arg) = workspace_root.filter(|w| !w.trim().is_empty()) else {
-            return Err(ToolError::NeedsInitialize {
+            return Err(SessionError::NeedsInitialize {
                 reason: "workspace_root is missing".into(),
                 workspace_root: None,
             });
         };
         let supplied =
-            ids::canonical_workspace(ws_arg).map_err(|detail| ToolError::WorkspaceInvalid {
+            ids::canonical_workspace(ws_arg).map_err(|detail| SessionError::WorkspaceInvalid {
                 path: ws_arg.into(),
                 detail,
             })?;
@@ -295,14 +300,14 @@ impl SessionService {
                 return Ok((b, true));
             }
             None => {
-                return Err(ToolError::NeedsInitialize {
+                return Err(SessionError::NeedsInitialize {
                     reason: format!("thread_id {thread_id:?} is not a known session"),
                     workspace_root: ws_hint,
                 });
             }
         };
         if binding.workspace_root != supplied {
-            return Err(ToolError::BindingConflict {
+            return Err(SessionError::BindingConflict {
                 thread_id: thread_id.into(),
                 bound_workspace: binding.workspace_str(),
                 supplied_workspace: supplied.to_string_lossy().into_owned(),
@@ -322,7 +327,7 @@ impl SessionService {
         principal: &str,
         binding: &Binding,
         mode: Mode,
-    ) -> Result<Binding, ToolError> {
+    ) -> Result<Binding, SessionError> {
         let mut b = binding.clone();
         b.mode = mode;
         self.persist(principal, &b)?;
@@ -330,7 +335,7 @@ impl SessionService {
     }
 
     /// Drop this process's live state for a verified binding and attach it afresh.
-    pub fn reset(&self, principal: &str, binding: &Binding) -> Result<(), ToolError> {
+    pub fn reset(&self, principal: &str, binding: &Binding) -> Result<(), SessionError> {
         self.live
             .lock()
             .remove(&(principal.to_string(), binding.thread_id.clone()));
@@ -371,21 +376,21 @@ mod tests {
         let tid = a.binding.thread_id.as_str();
         assert!(matches!(
             svc.verify("local", None, Some(ws_s)),
-            Err(ToolError::NeedsInitialize { .. })
+            Err(SessionError::NeedsInitialize { .. })
         ));
         assert!(matches!(
             svc.verify("local", Some(tid), None),
-            Err(ToolError::NeedsInitialize { .. })
+            Err(SessionError::NeedsInitialize { .. })
         ));
         let other = t.path().join("other");
         std::fs::create_dir(&other).unwrap();
         assert!(matches!(
             svc.verify("local", Some(tid), other.to_str()),
-            Err(ToolError::BindingConflict { .. })
+            Err(SessionError::BindingConflict { .. })
         ));
         assert!(matches!(
             svc.verify("local", Some("ws_nope_000000000000"), Some(ws_s)),
-            Err(ToolError::NeedsInitialize { .. })
+            Err(SessionError::NeedsInitialize { .. })
         ));
         assert!(!svc.verify("local", Some(tid), Some(ws_s)).unwrap().1);
         // Another principal cannot use the pair.

@@ -10,8 +10,8 @@ pub mod tasks;
 use parking_lot::Mutex;
 use rusqlite::Connection;
 use std::fmt;
-use std::fs::{self, DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub const DB_FILE: &str = "winx.db";
@@ -86,7 +86,7 @@ pub struct Store {
 impl Store {
     /// Open (creating if needed) the database under `state_dir`, apply migrations.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
-        ensure_private_dir(state_dir)?;
+        crate::fsutil::ensure_private_dir(state_dir).map_err(ctx("create state directory"))?;
         let path = state_dir.join(DB_FILE);
         // Create the file 0600 ourselves so SQLite never creates it with the umask's mode;
         // SQLite gives the -wal and -shm files the main file's permissions.
@@ -133,27 +133,6 @@ impl Store {
             "read schema version",
         )
     }
-}
-
-/// Create `dir` (and parents) with mode 0700, or tighten an existing directory to 0700.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(ctx("create state directory"))?;
-    let meta = fs::symlink_metadata(dir).map_err(ctx("inspect state directory"))?;
-    if !meta.is_dir() {
-        return Err(StoreError {
-            context: "inspect state directory".into(),
-            detail: format!("{} is not a directory", dir.display()),
-        });
-    }
-    if meta.permissions().mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-            .map_err(ctx("restrict state directory"))?;
-    }
-    Ok(())
 }
 
 fn migrate(conn: &Connection) -> Result<(), StoreError> {

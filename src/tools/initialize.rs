@@ -7,7 +7,9 @@ use super::envelope::{Envelope, ToolOutput};
 use super::error::SessionPair;
 use super::error::ToolError;
 use crate::runtime::session_key;
-use crate::session::{Attached, Binding, Mode, SessionChoice, SessionService, ids, overview};
+use crate::session::{
+    Attached, Binding, Mode, SessionChoice, SessionError, SessionService, ids, overview,
+};
 use crate::wire::guardian::{Labels, Snapshot};
 use serde_json::{Map, Value, json};
 
@@ -224,7 +226,7 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
         Some(&requested.to_string_lossy()),
     ) {
         Ok((b, recovered)) => attached(ctx, &b, "status", recovered, false),
-        Err(ToolError::BindingConflict {
+        Err(SessionError::BindingConflict {
             thread_id,
             bound_workspace,
             supplied_workspace,
@@ -233,7 +235,7 @@ fn change_workspace(ctx: &ToolContext, args: &InitArgs) -> Result<ToolOutput, To
             bound_workspace,
             requested_workspace: supplied_workspace,
         }),
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 

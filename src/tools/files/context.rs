@@ -6,10 +6,10 @@
 
 use crate::deadline::unix_ms;
 use crate::files::policy;
+use crate::fsutil::ensure_private_dir;
 use crate::session::overview;
 use crate::shell::cmdpolicy::path_in_globs;
 use crate::shell::redact::Redactor;
-use crate::store::ensure_private_dir;
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, ToolOutput};
 use crate::tools::error::ToolError;
