@@ -1,6 +1,9 @@
 //! Raw command-line parsing with lexopt. This layer only validates shapes; meaning is
 //! given by `Config::build`.
 
+use super::opcli::{self, OpCommand};
+pub use super::usage::UsageError;
+use super::usage::{string, usage};
 use lexopt::prelude::*;
 use std::ffi::OsString;
 
@@ -96,36 +99,18 @@ impl ServeArgs {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
     Serve(ServeArgs),
-    Operator(super::opcli::OpCommand),
+    Operator(OpCommand),
     Help,
     Version,
-}
-
-/// A usage error: printed with a one-line hint, exit code 2.
-#[derive(Debug, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "error: {}\nhint: run 'winx-code-agent --help' for usage",
-            self.0
-        )
-    }
-}
-
-fn usage(e: impl std::fmt::Display) -> UsageError {
-    UsageError(e.to_string())
 }
 
 pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, UsageError> {
     let mut args: Vec<OsString> = args.into_iter().collect();
     if let Some(verb) = args.first().and_then(|a| a.to_str()).map(str::to_string)
-        && super::opcli::VERBS.contains(&verb.as_str())
+        && opcli::VERBS.contains(&verb.as_str())
     {
         args.remove(0);
-        return super::opcli::parse(&verb, args).map(Command::Operator);
+        return opcli::parse(&verb, args).map(Command::Operator);
     }
     let mut parser = lexopt::Parser::from_args(args);
     let mut serve = ServeArgs::default();
@@ -197,11 +182,6 @@ fn number<T: std::str::FromStr>(
     let v = string(v.map_err(usage)?)?;
     v.parse()
         .map_err(|_| usage(format!("{flag} expects a number, got {v:?}")))
-}
-
-fn string(v: OsString) -> Result<String, UsageError> {
-    v.into_string()
-        .map_err(|v| usage(format!("argument is not valid UTF-8: {v:?}")))
 }
 
 #[cfg(test)]
@@ -277,7 +257,7 @@ mod tests {
 
 #[cfg(test)]
 mod fuzz {
-    use super::super::opcli::{OpCommand, VERBS};
+    use super::super::opcli::VERBS;
     use super::*;
     use proptest::prelude::*;
     use std::os::unix::ffi::OsStringExt;

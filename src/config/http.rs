@@ -7,7 +7,7 @@
 
 use super::ConfigError;
 use super::cli::ServeArgs;
-use super::profile::{PolicyError, ToolPolicy};
+use crate::tools::policy::{PolicyError, ToolPolicy};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::fmt;

@@ -6,12 +6,12 @@
 pub mod cli;
 pub mod http;
 pub mod opcli;
-pub mod profile;
+pub mod usage;
 
 use crate::guardian::shell::resolve as resolve_shell;
 use crate::jsonrpc::MAX_MESSAGE_BYTES;
 use crate::runtime::{RuntimeConfig, RuntimeKind};
-use profile::ToolPolicy;
+use crate::tools::policy::ToolPolicy;
 use std::path::{Path, PathBuf};
 
 /// Default size of the request worker pool. Small on purpose: tool calls are I/O bound and

@@ -1,7 +1,7 @@
 //! Raw parsing of the operator verbs (`list`, `attach`, `prune`, `kill`, `restart-daemon`,
 //! `doctor`). Shapes only; the verbs run in `operator/`.
 
-use super::cli::UsageError;
+use super::usage::{UsageError, usage};
 use lexopt::prelude::*;
 use std::ffi::OsString;
 
@@ -32,10 +32,6 @@ pub enum OpCommand {
     },
     RestartDaemon,
     Doctor,
-}
-
-fn usage(e: impl std::fmt::Display) -> UsageError {
-    UsageError(e.to_string())
 }
 
 /// Parse the arguments after the verb.

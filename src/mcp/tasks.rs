@@ -372,8 +372,8 @@ fn list(
 #[cfg(test)]
 mod fuzz {
     use super::*;
-    use crate::config::profile::{Profile, ToolPolicy};
     use crate::jsonrpc::{Id, Request};
+    use crate::tools::policy::{Profile, ToolPolicy};
     use proptest::prelude::*;
 
     fn arb_value() -> impl Strategy<Value = Value> {

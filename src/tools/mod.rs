@@ -11,10 +11,11 @@ pub mod error;
 pub mod files;
 pub mod initialize;
 pub mod name;
+pub mod policy;
 
-use crate::config::profile::ToolPolicy;
 use crate::runtime::Runtime;
 use crate::session::SessionService;
+use crate::tools::policy::ToolPolicy;
 use envelope::ToolOutput;
 use error::ToolError;
 use name::ToolName;
@@ -169,7 +170,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
 #[cfg(test)]
 mod fuzz {
     use super::*;
-    use crate::config::profile::{Profile, ToolPolicy};
+    use crate::tools::policy::{Profile, ToolPolicy};
     use proptest::prelude::*;
     use serde_json::json;
 

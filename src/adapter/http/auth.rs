@@ -101,7 +101,7 @@ fn percent_decode(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::profile::{Profile, ToolPolicy};
+    use crate::tools::policy::{Profile, ToolPolicy};
 
     fn principal(name: &str, token: &str) -> Principal {
         Principal {

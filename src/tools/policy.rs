@@ -1,6 +1,6 @@
 //! Tool catalog profiles and exact allowlists (seed 003, "Tool catalog profiles").
 
-use crate::tools::name::ToolName;
+use super::name::ToolName;
 use std::collections::BTreeSet;
 use std::fmt;
 
