@@ -25,6 +25,8 @@ fn temp_path(target: &Path) -> PathBuf {
 pub struct Staged {
     tmp: PathBuf,
     pub target: PathBuf,
+    /// Staged through a directory fd (`stage_at`): renamed and removed within it.
+    at: Option<At>,
 }
 
 impl Staged {
@@ -35,6 +37,9 @@ impl Staged {
 
     /// Rename over the target (atomic on one file system).
     pub fn publish(self) -> std::io::Result<()> {
+        if let Some(at) = &self.at {
+            return at.publish();
+        }
         let r = fs::rename(&self.tmp, &self.target);
         if r.is_err() {
             let _ = fs::remove_file(&self.tmp);
@@ -44,6 +49,9 @@ impl Staged {
 
     /// Abandon the staged content.
     pub fn discard(self) {
+        if let Some(at) = &self.at {
+            return at.discard();
+        }
         let _ = fs::remove_file(&self.tmp);
     }
 }
@@ -73,6 +81,7 @@ pub fn stage(target: &Path, bytes: &[u8]) -> std::io::Result<Staged> {
         Ok(()) => Ok(Staged {
             tmp,
             target: target.to_path_buf(),
+            at: None,
         }),
         Err(e) => {
             let _ = fs::remove_file(&tmp);
@@ -80,6 +89,10 @@ pub fn stage(target: &Path, bytes: &[u8]) -> std::io::Result<Staged> {
         }
     }
 }
+
+#[path = "atomic_at.rs"]
+mod at;
+pub use at::{At, remove_at, stage_at, sweep_stale_at, sync_dir_at, write_at};
 
 /// Make renames in `dir` durable.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {

@@ -8,9 +8,11 @@ use super::atomic;
 use super::journal;
 use super::line_patch::{self, Patch};
 use super::search_replace::{self, FormatError, MatchError};
+use crate::files::beneath::{self, BeneathError, Roots};
 use crate::files::coverage::Coverage;
 use crate::files::policy::{self, AllowPaths};
 use crate::session::Mode;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Largest file the engine edits in memory.
@@ -61,6 +63,11 @@ pub enum PlanError {
         path: PathBuf,
         reason: String,
     },
+    /// A FIFO, socket or device: refused without opening it for I/O.
+    NotRegular {
+        path: PathBuf,
+        kind: beneath::FileKind,
+    },
     NotText {
         path: PathBuf,
         detail: String,
@@ -75,6 +82,9 @@ pub enum PlanError {
 #[derive(Clone, Debug)]
 pub struct Planned {
     pub path: PathBuf,
+    /// The target reached beneath its root (`files::beneath`): staged and renamed within
+    /// that directory fd. `None` commits by path (recovery and tests).
+    pub at: Option<beneath::Entry>,
     pub existed: bool,
     pub old: Vec<u8>,
     pub new: String,
@@ -128,18 +138,9 @@ fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
         path: path.clone(),
         detail,
     };
-    let (existed, old) = match std::fs::metadata(&path) {
-        Ok(m) if m.is_dir() => return Err(io("is a directory".into())),
-        Ok(m) if m.len() > MAX_EDIT_FILE_BYTES => {
-            return Err(io(format!(
-                "{} bytes is over the {MAX_EDIT_FILE_BYTES}-byte edit limit",
-                m.len()
-            )));
-        }
-        Ok(_) => (true, std::fs::read(&path).map_err(|e| io(e.to_string()))?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (false, Vec::new()),
-        Err(e) => return Err(io(e.to_string())),
-    };
+    let (entry, old) = open_target(ctx, edit, &path)?;
+    let existed = old.is_some();
+    let old = old.unwrap_or_default();
     let old_text = String::from_utf8(old.clone()).map_err(|e| PlanError::NotText {
         path: path.clone(),
         detail: format!(
@@ -247,6 +248,7 @@ fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
     let diff = unified_diff(&path, &old_text, &new);
     Ok(Planned {
         path,
+        at: Some(entry),
         existed,
         old,
         new,
@@ -254,6 +256,66 @@ fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
         touched,
         diff,
     })
+}
+
+/// Reach the target beneath its root (re-authorised at every attempt, see
+/// `files::beneath`) and read its current bytes: `None` when it does not exist yet. A FIFO,
+/// socket or device is refused before anything could block on it.
+fn open_target(
+    ctx: &EditContext,
+    edit: &FileEdit,
+    path: &Path,
+) -> Result<(beneath::Entry, Option<Vec<u8>>), PlanError> {
+    let io = |detail: String| PlanError::Io {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let roots = Roots {
+        workspace: ctx.workspace,
+        allow: ctx.allow,
+    };
+    let check = |c: &Path| policy::may_write(ctx.workspace, ctx.allow, ctx.mode, c);
+    let opened = beneath::resolve(&roots, &edit.path, true, check, |e| {
+        Ok(e.open_regular()?.map(|f| (e.clone(), f)))
+    });
+    let (entry, file) = match opened {
+        Ok(found) => found,
+        Err(BeneathError::Denied(reason)) => {
+            return Err(PlanError::Denied {
+                path: path.to_path_buf(),
+                reason,
+            });
+        }
+        Err(BeneathError::NotRegular(beneath::FileKind::Directory)) => {
+            return Err(io("is a directory".into()));
+        }
+        Err(BeneathError::NotRegular(kind)) => {
+            return Err(PlanError::NotRegular {
+                path: path.to_path_buf(),
+                kind,
+            });
+        }
+        Err(e) => return Err(io(e.to_string())),
+    };
+    let Some(file) = file else {
+        return Ok((entry, None));
+    };
+    let len = file.metadata().map_err(|e| io(e.to_string()))?.len();
+    if len > MAX_EDIT_FILE_BYTES {
+        return Err(io(format!(
+            "{len} bytes is over the {MAX_EDIT_FILE_BYTES}-byte edit limit"
+        )));
+    }
+    let mut old = Vec::with_capacity(len as usize);
+    file.take(MAX_EDIT_FILE_BYTES + 1)
+        .read_to_end(&mut old)
+        .map_err(|e| io(e.to_string()))?;
+    if old.len() as u64 > MAX_EDIT_FILE_BYTES {
+        return Err(io(format!(
+            "grew past the {MAX_EDIT_FILE_BYTES}-byte edit limit while read"
+        )));
+    }
+    Ok((entry, Some(old)))
 }
 
 /// Report a single-block match error with the block's index in the whole call.
@@ -278,7 +340,11 @@ fn renumber(e: MatchError, block_index: usize) -> MatchError {
 pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), PartialCommit> {
     let mut staged = Vec::with_capacity(planned.len());
     for p in planned {
-        match atomic::stage(&p.path, p.new.as_bytes()) {
+        let one = match &p.at {
+            Some(entry) => atomic::stage_at(entry, p.new.as_bytes()),
+            None => atomic::stage(&p.path, p.new.as_bytes()),
+        };
+        match one {
             Ok(s) => staged.push(s),
             Err(e) => {
                 staged.into_iter().for_each(atomic::Staged::discard);
@@ -367,15 +433,23 @@ fn publish(planned: &[Planned], staged: Vec<atomic::Staged>) -> Result<(), Parti
         }
         committed.push(target);
     }
-    let mut dirs: Vec<&Path> = planned.iter().filter_map(|p| p.path.parent()).collect();
-    dirs.sort();
-    dirs.dedup();
-    for d in dirs {
-        if let Err(e) = atomic::sync_dir(d) {
+    let mut dirs: Vec<&Planned> = planned.iter().collect();
+    dirs.sort_by_key(|p| p.path.parent());
+    dirs.dedup_by_key(|p| p.path.parent());
+    for p in dirs {
+        let Some(d) = p.path.parent() else { continue };
+        let synced = match &p.at {
+            Some(entry) => atomic::sync_dir_at(entry),
+            None => atomic::sync_dir(d),
+        };
+        if let Err(e) = synced {
             log::warn!("syncing {} after an edit failed: {e}", d.display());
         }
         // A commit that died between staging and renaming left its temp files here.
-        atomic::sweep_stale(d);
+        match &p.at {
+            Some(entry) => atomic::sweep_stale_at(entry),
+            None => atomic::sweep_stale(d),
+        };
     }
     Ok(())
 }

@@ -11,6 +11,8 @@
 //! (not even lossily), and a file larger than [`MAX_FILE_BYTES`] is refused before its
 //! contents are read.
 
+use super::beneath::{self, BeneathError, FileKind, Roots};
+use super::policy::{self, AllowPaths};
 use super::ranges::{LineRange, PathSpec, count_lines, render};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -74,7 +76,7 @@ pub enum ReadError {
     /// The path is a directory.
     IsDirectory { path: PathBuf },
     /// The path is a FIFO, socket or device, which could block or never end.
-    NotRegularFile { path: PathBuf },
+    NotRegularFile { path: PathBuf, kind: FileKind },
     /// The operating system refused access.
     PermissionDenied { path: PathBuf },
     /// The bytes are not UTF-8 text; `offset` is the first invalid or NUL byte.
@@ -124,11 +126,11 @@ impl fmt::Display for ReadError {
                     "{p}: is a directory; list it (`ls -la {p}` or CodeMap) and read files inside"
                 )
             }
-            ReadError::NotRegularFile { path } => {
-                let p = path.display();
+            ReadError::NotRegularFile { path, kind } => {
+                let (p, k) = (path.display(), kind.describe());
                 write!(
                     f,
-                    "{p}: not a regular file (FIFO, socket or device); reading could block"
+                    "{p} is {k}, not a regular file; it was not opened (reading could block)"
                 )
             }
             ReadError::PermissionDenied { path } => {
@@ -163,19 +165,34 @@ impl std::error::Error for ReadError {}
 /// boundary and ends with [`super::ranges::LINE_CUT_MARKER`]. A range ending past the file
 /// is clamped; one starting past it is `RangeOutOfBounds`, except line 1 of an empty file.
 pub fn read_one(path: &Path, range: &LineRange, budget: usize) -> Result<FileRead, ReadError> {
-    let canonical = fs::canonicalize(path).map_err(|e| ReadError::from_io("resolve", path, e))?;
-    // Stat before opening: opening a FIFO would block until a writer appears.
-    let meta = fs::metadata(&canonical).map_err(|e| ReadError::from_io("stat", &canonical, e))?;
-    if meta.is_dir() {
-        return Err(ReadError::IsDirectory { path: canonical });
-    }
-    if !meta.is_file() {
-        return Err(ReadError::NotRegularFile { path: canonical });
-    }
+    let unconfined = AllowPaths {
+        roots: Vec::new(),
+        unconfined: true,
+    };
+    let roots = Roots {
+        workspace: Path::new("/"),
+        allow: &unconfined,
+    };
+    read_one_beneath(&roots, path, range, budget)
+}
+
+/// `read_one` confined to `roots`: the path is canonicalised, authorised and opened beneath
+/// its root without following symlinks (`files::beneath`), and a FIFO, socket or device is
+/// refused without being opened for I/O.
+pub fn read_one_beneath(
+    roots: &Roots,
+    path: &Path,
+    range: &LineRange,
+    budget: usize,
+) -> Result<FileRead, ReadError> {
+    let (canonical, file) = open_regular(roots, path)?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ReadError::from_io("stat", &canonical, e))?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(too_large(meta.len()));
     }
-    let bytes = load(&canonical, meta.len())?;
+    let bytes = load(file, &canonical, meta.len())?;
     let revision = revision_of(&bytes);
     let text = utf8_text(&bytes)?;
     let total_lines = count_lines(&bytes);
@@ -197,10 +214,26 @@ pub fn read_one(path: &Path, range: &LineRange, budget: usize) -> Result<FileRea
     })
 }
 
+/// Open `path` beneath its root as a regular file, or the typed reason why not.
+fn open_regular(roots: &Roots, path: &Path) -> Result<(PathBuf, fs::File), ReadError> {
+    let to_path = || path.to_path_buf();
+    beneath::open_read(roots, path).map_err(|e| match e {
+        BeneathError::NotFound => ReadError::NotFound { path: to_path() },
+        BeneathError::NotRegular(FileKind::Directory) => ReadError::IsDirectory {
+            path: policy::canonical(path).unwrap_or_else(|_| to_path()),
+        },
+        BeneathError::NotRegular(kind) => ReadError::NotRegularFile {
+            path: policy::canonical(path).unwrap_or_else(|_| to_path()),
+            kind,
+        },
+        BeneathError::Io(e) => ReadError::from_io("open", path, e),
+        other => ReadError::Io(format!("{}: {other}", path.display())),
+    })
+}
+
 /// Reads at most `MAX_FILE_BYTES + 1` bytes, so a file that grew after `stat` is still
 /// refused rather than loaded whole.
-fn load(path: &Path, expected: u64) -> Result<Vec<u8>, ReadError> {
-    let file = fs::File::open(path).map_err(|e| ReadError::from_io("open", path, e))?;
+fn load(file: fs::File, path: &Path, expected: u64) -> Result<Vec<u8>, ReadError> {
     let mut bytes = Vec::with_capacity(expected as usize);
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -259,13 +292,15 @@ pub fn per_file_budget(files: usize, call_budget: usize) -> usize {
 /// Reads every spec with up to `parallelism` threads (clamped to `1..=MAX_READ_PARALLELISM`),
 /// returning results in request order. Failures carry the path as requested.
 pub fn read_batch(
+    roots: &Roots,
     specs: &[PathSpec],
     parallelism: usize,
     call_budget: usize,
 ) -> Vec<Result<FileRead, (String, ReadError)>> {
     let budget = per_file_budget(specs.len(), call_budget);
     let read = |spec: &PathSpec| {
-        read_one(Path::new(&spec.path), &spec.range, budget).map_err(|e| (spec.path.clone(), e))
+        read_one_beneath(roots, Path::new(&spec.path), &spec.range, budget)
+            .map_err(|e| (spec.path.clone(), e))
     };
     let threads = parallelism.clamp(1, MAX_READ_PARALLELISM).min(specs.len());
     if threads <= 1 {
@@ -320,6 +355,17 @@ mod tests {
         let path = dir.path().join(name);
         fs::write(&path, bytes).unwrap();
         path
+    }
+
+    static UNCONFINED: AllowPaths = AllowPaths {
+        roots: Vec::new(),
+        unconfined: true,
+    };
+    fn anywhere() -> Roots<'static> {
+        Roots {
+            workspace: Path::new("/"),
+            allow: &UNCONFINED,
+        }
     }
 
     fn read(path: &Path, range: LineRange) -> Result<FileRead, ReadError> {
@@ -453,9 +499,9 @@ mod tests {
             .map(|path| spec(path.display().to_string()))
             .collect();
         specs.insert(7, spec("/nonexistent/x".into()));
-        let serial = read_batch(&specs, 1, 8192);
+        let serial = read_batch(&anywhere(), &specs, 1, 8192);
         for parallelism in [0, 3, 32, 1000] {
-            assert_eq!(read_batch(&specs, parallelism, 8192), serial);
+            assert_eq!(read_batch(&anywhere(), &specs, parallelism, 8192), serial);
         }
         let missing =
             matches!(&serial[7], Err((p, ReadError::NotFound { .. })) if p == "/nonexistent/x");
@@ -470,7 +516,7 @@ mod tests {
         let one = per_file_budget(1, DEFAULT_CALL_BUDGET_BYTES);
         assert_eq!(one, DEFAULT_FILE_BUDGET_BYTES);
         assert_eq!(per_file_budget(0, 0), MIN_FILE_BUDGET_BYTES);
-        assert!(read_batch(&[], 4, 100).is_empty());
+        assert!(read_batch(&anywhere(), &[], 4, 100).is_empty());
     }
 
     #[test]

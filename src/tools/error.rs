@@ -88,6 +88,12 @@ pub enum ToolError {
     BackgroundLimit {
         limit: usize,
     },
+    /// A file tool met a FIFO, socket, device (or a symlink that does not resolve) where
+    /// it needs a regular file; nothing was opened for I/O, nothing waited on it.
+    NotRegularFile {
+        path: String,
+        kind: crate::files::beneath::FileKind,
+    },
     /// A task's work was interrupted by an adapter restart and its end was not observed.
     TaskOutcomeUnknown {
         detail: String,
@@ -182,6 +188,9 @@ impl ToolError {
             ToolError::TaskOutcomeUnknown { .. } => {
                 m(Status::Failed, "task_outcome_unknown", false, false)
             }
+            ToolError::NotRegularFile { .. } => {
+                m(Status::InvalidInput, "not_regular_file", false, false)
+            }
         }
     }
 
@@ -271,6 +280,11 @@ impl ToolError {
             ToolError::TaskOutcomeUnknown { detail, .. } => {
                 format!("the task's outcome is unknown: {detail}")
             }
+            ToolError::NotRegularFile { path, kind } => format!(
+                "{path} is {}, not a regular file; file tools read and write only regular \
+                 files (it was not opened, so nothing could block on it)",
+                kind.describe()
+            ),
         }
     }
 
@@ -352,6 +366,9 @@ impl ToolError {
                 ..
             } => json!({"execution_id": execution_id, "elapsed_ms": elapsed_ms,
                         "retryAfterMs": RETRY_AFTER_MS}),
+            ToolError::NotRegularFile { path, kind } => {
+                json!({"path": path, "fileType": kind.describe()})
+            }
             _ => json!({}),
         };
         let envelope = Envelope {

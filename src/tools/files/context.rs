@@ -5,6 +5,7 @@
 //! directory, one namespace per principal; contents are redacted before they are written.
 
 use crate::deadline::unix_ms;
+use crate::files::beneath::{self, Roots};
 use crate::files::policy;
 use crate::fsutil::ensure_private_dir;
 use crate::session::overview;
@@ -16,7 +17,7 @@ use crate::tools::error::ToolError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
@@ -25,6 +26,9 @@ use std::path::PathBuf;
 const MAX_FILES: usize = 32;
 const MAX_FILE_BYTES: usize = 32 * 1024;
 const MAX_TOTAL_BYTES: usize = 256 * 1024;
+/// Bytes read of one matched file: the read file limit, so a huge file is never loaded
+/// whole (a file cut here that then fails UTF-8 decoding is skipped, as before).
+const READ_LIMIT: u64 = crate::files::read::MAX_FILE_BYTES;
 const FIELDS: &[&str] = &[
     "thread_id",
     "workspace_root",
@@ -91,14 +95,24 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         .map_err(|reason| ToolError::InvalidInput { detail: reason })?;
     let globs = a.opt_str_list("relevant_file_globs")?.unwrap_or_default();
     let (mut files, mut total, mut omitted) = (Vec::new(), 0usize, 0usize);
+    let roots = Roots {
+        workspace: &binding.workspace_root,
+        allow: ctx.allow_paths,
+    };
     if !globs.is_empty() {
         for rel in overview::list_files(&root).0 {
             if !path_in_globs(&root, &globs, &rel) {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(root.join(&rel)) else {
+            // Special files are skipped (never opened for I/O), and so are paths that
+            // leave the allowed roots through a symlink or change while being opened.
+            let Ok((_, file)) = beneath::open_read(&roots, &root.join(&rel)) else {
                 continue;
             };
+            let mut bytes = Vec::new();
+            if file.take(READ_LIMIT).read_to_end(&mut bytes).is_err() {
+                continue;
+            }
             let Ok(text) = String::from_utf8(bytes) else {
                 continue;
             };

@@ -3,7 +3,7 @@
 
 use crate::edit::engine::{PartialCommit, PlanError};
 use crate::tools::envelope::{Envelope, NextAction, RequiredRead, Status, ToolOutput};
-use crate::tools::error::SessionPair;
+use crate::tools::error::{SessionPair, ToolError};
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +32,11 @@ pub enum EditFailure {
     FileUnusable {
         path: String,
         detail: String,
+    },
+    /// A FIFO, socket or device: mapped by `ToolError::NotRegularFile`.
+    NotRegular {
+        path: String,
+        kind: crate::files::beneath::FileKind,
     },
     PatchInvalid {
         path: String,
@@ -94,6 +99,10 @@ impl EditFailure {
                 path: s(&path),
                 reason,
             },
+            PlanError::NotRegular { path, kind } => EditFailure::NotRegular {
+                path: s(&path),
+                kind,
+            },
             PlanError::NotText { path, detail } | PlanError::Io { path, detail } => {
                 EditFailure::FileUnusable {
                     path: s(&path),
@@ -119,6 +128,11 @@ impl EditFailure {
             EditFailure::SearchConflict { code, .. } => code,
             EditFailure::PathDenied { .. } => "path_not_allowed",
             EditFailure::FileUnusable { .. } => "file_unusable",
+            EditFailure::NotRegular { path, kind } => ToolError::NotRegularFile {
+                path: path.clone(),
+                kind: *kind,
+            }
+            .error_code(),
             EditFailure::PatchInvalid { .. } => "invalid_patch",
             EditFailure::PartialCommit { .. } => "partial_commit",
             EditFailure::RecoveryExhausted { .. } => "recovery_exhausted",
@@ -227,6 +241,21 @@ impl EditFailure {
                 vec![],
                 false,
                 json!({"edit_applied": !committed.is_empty(), "committed": committed, "failed": failed, "untouched": untouched}),
+            ),
+            EditFailure::NotRegular { path, kind } => (
+                Status::InvalidInput,
+                format!(
+                    "{tool}: {}",
+                    ToolError::NotRegularFile {
+                        path: path.clone(),
+                        kind: *kind
+                    }
+                    .message()
+                ),
+                None,
+                vec![],
+                false,
+                json!({"edit_applied": false, "path": path, "fileType": kind.describe()}),
             ),
             EditFailure::RecoveryExhausted { path } => (
                 Status::Conflict,

@@ -9,6 +9,7 @@
 //! `force: true`.
 
 use super::{absolute, coverage_key};
+use crate::files::beneath::{self, BeneathError, FileKind, Roots};
 use crate::files::policy;
 use crate::files::read::revision_of;
 use crate::tools::ToolContext;
@@ -294,15 +295,49 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         }
     };
     let abs = absolute(&binding.workspace_root, raw);
-    let path = match policy::canonical(&abs)
-        .and_then(|c| policy::may_read(&binding.workspace_root, ctx.allow_paths, &c).map(|()| c))
-    {
-        Ok(p) => p,
-        Err(e) => {
+    let roots = Roots {
+        workspace: &binding.workspace_root,
+        allow: ctx.allow_paths,
+    };
+    // Canonicalised, authorised and opened beneath its root without following a symlink;
+    // a FIFO, socket or device is refused before anything could block on it.
+    let (path, file) = match beneath::open_read(&roots, &abs) {
+        Ok(found) => found,
+        Err(BeneathError::Denied(e)) => {
             return Ok(refusal(
                 Status::PolicyBlocked,
                 "path_outside_allowed_roots",
                 format!("{raw}: {e}"),
+                json!({"path": raw}),
+            ));
+        }
+        Err(BeneathError::NotRegular(FileKind::Directory)) => {
+            let msg = format!("{raw}: is a directory");
+            return Ok(refusal(
+                Status::InvalidInput,
+                "is_directory",
+                msg,
+                json!({"path": raw}),
+            ));
+        }
+        Err(BeneathError::NotRegular(kind)) => {
+            let shown = policy::canonical(&abs)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| raw.to_string());
+            return Ok(ToolError::NotRegularFile { path: shown, kind }.into_output(TOOL));
+        }
+        Err(e) => {
+            let (code, msg) = match &e {
+                BeneathError::NotFound => ("file_not_found", "no such file".to_string()),
+                BeneathError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+                    ("permission_denied", "permission denied".to_string())
+                }
+                other => ("io_error", format!("cannot open: {other}")),
+            };
+            return Ok(refusal(
+                Status::InvalidInput,
+                code,
+                format!("{raw}: {msg}"),
                 json!({"path": raw}),
             ));
         }
@@ -315,16 +350,6 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             format!("{shown}: {msg}"),
             json!({"path": shown}),
         ))
-    };
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return unusable("file_not_found", "no such file".into());
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return unusable("permission_denied", "permission denied".into());
-        }
-        Err(e) => return unusable("io_error", format!("cannot open: {e}")),
     };
     let meta = match file.metadata() {
         Ok(m) => m,

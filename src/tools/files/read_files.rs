@@ -2,6 +2,7 @@
 //! recorded as the permit for later edits of those lines.
 
 use super::{absolute, coverage_key};
+use crate::files::beneath::Roots;
 use crate::files::policy;
 use crate::files::ranges::{PathSpec, parse_spec};
 use crate::files::read::{DEFAULT_CALL_BUDGET_BYTES, read_batch};
@@ -50,8 +51,17 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         .iter()
         .filter_map(|s| s.as_ref().ok().cloned())
         .collect();
-    let mut results =
-        read_batch(&readable, ctx.read_parallelism, DEFAULT_CALL_BUDGET_BYTES).into_iter();
+    let roots = Roots {
+        workspace: &binding.workspace_root,
+        allow: ctx.allow_paths,
+    };
+    let mut results = read_batch(
+        &roots,
+        &readable,
+        ctx.read_parallelism,
+        DEFAULT_CALL_BUDGET_BYTES,
+    )
+    .into_iter();
     let (mut text, mut files, mut failures) = (String::new(), Vec::new(), Vec::new());
     for (raw, spec) in paths.iter().zip(&specs) {
         let outcome = match spec {

@@ -87,7 +87,16 @@ pub fn guarded(
         let changed: Vec<String> = targets
             .iter()
             .filter(|(p, rev)| {
-                std::fs::read(p).ok().map(|b| revision(&b)).as_deref() != Some(rev.as_str())
+                // Exactly the committed path: no symlink followed, never a FIFO or device.
+                crate::files::beneath::read_canonical(
+                    std::path::Path::new(p),
+                    crate::edit::engine::MAX_EDIT_FILE_BYTES + 1,
+                )
+                .ok()
+                .flatten()
+                .map(|b| revision(&b))
+                .as_deref()
+                    != Some(rev.as_str())
             })
             .map(|(p, _)| p.clone())
             .collect();

@@ -4,7 +4,7 @@
 
 use super::edits::Verify;
 use crate::edit::atomic;
-use crate::edit::engine::{Planned, revision};
+use crate::edit::engine::{MAX_EDIT_FILE_BYTES, Planned, revision};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
@@ -77,7 +77,10 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     };
     // Refuse if any file changed since the edit: never overwrite newer work.
     for f in &stack[idx] {
-        let now = std::fs::read(&f.path).ok();
+        // Exactly the committed path: no symlink followed, never a FIFO or device.
+        let now = crate::files::beneath::read_canonical(&f.path, MAX_EDIT_FILE_BYTES + 1)
+            .ok()
+            .flatten();
         if now.as_deref().map(revision).as_deref() != Some(f.after_revision.as_str()) {
             return Ok(refusal(&format!(
                 "{} changed since the edit; undo refused",
@@ -89,10 +92,12 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     drop(all);
     let mut restored = Vec::new();
     for f in &cp {
-        let result = match &f.before {
-            Some(bytes) => atomic::write(&f.path, bytes),
-            None => std::fs::remove_file(&f.path),
-        };
+        let result = crate::files::beneath::entry_canonical(&f.path)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|entry| match &f.before {
+                Some(bytes) => atomic::write_at(&entry, bytes),
+                None => atomic::remove_at(&entry),
+            });
         if let Err(e) = result {
             return Ok(refusal(&format!(
                 "restoring {} failed: {e}",
