@@ -46,6 +46,16 @@ impl AllowPaths {
 }
 
 impl AllowPaths {
+    /// Every path, with nothing protected (internal reads that take no agent input).
+    pub const fn unconfined() -> AllowPaths {
+        AllowPaths {
+            roots: Vec::new(),
+            unconfined: true,
+            secret_files: Vec::new(),
+            private_dirs: Vec::new(),
+        }
+    }
+
     /// Refuse `file` (a credential) to every file tool.
     pub fn protect_file(&mut self, file: &Path) {
         if let Ok(c) = canonical(file) {

@@ -165,10 +165,7 @@ impl std::error::Error for ReadError {}
 /// boundary and ends with [`super::ranges::LINE_CUT_MARKER`]. A range ending past the file
 /// is clamped; one starting past it is `RangeOutOfBounds`, except line 1 of an empty file.
 pub fn read_one(path: &Path, range: &LineRange, budget: usize) -> Result<FileRead, ReadError> {
-    let unconfined = AllowPaths {
-        roots: Vec::new(),
-        unconfined: true,
-    };
+    let unconfined = AllowPaths::unconfined();
     let roots = Roots {
         workspace: Path::new("/"),
         allow: &unconfined,
@@ -357,10 +354,7 @@ mod tests {
         path
     }
 
-    static UNCONFINED: AllowPaths = AllowPaths {
-        roots: Vec::new(),
-        unconfined: true,
-    };
+    static UNCONFINED: AllowPaths = AllowPaths::unconfined();
     fn anywhere() -> Roots<'static> {
         Roots {
             workspace: Path::new("/"),
