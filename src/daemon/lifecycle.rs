@@ -4,8 +4,8 @@
 //! Invariant: a session with a running foreground or background command is never removed
 //! here, whatever its age; used sessions are never reclaimed for quota.
 
-use super::guardian_socket;
-use crate::runtime::GuardianClient;
+use crate::ipc::GuardianClient;
+use crate::ipc::guardian_socket;
 use crate::wire::daemon::{Lifecycle, SessionInfo};
 use crate::wire::guardian::{Request, Response, Snapshot};
 use std::fs;

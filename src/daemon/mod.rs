@@ -11,7 +11,7 @@ pub mod spawn;
 
 use crate::deadline::Deadline;
 use crate::fsutil::ensure_private_dir;
-use crate::runtime::GuardianClient;
+use crate::ipc::{GuardianClient, guardian_socket};
 use crate::wire::daemon::{Lifecycle, PROTOCOL, Request, Response};
 use crate::wire::guardian;
 use crate::wire::{Hello, read_frame, write_frame};
@@ -28,11 +28,6 @@ use std::time::Duration;
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an existing guardian has to answer the liveness snapshot.
 const PROBE_WAIT: Duration = Duration::from_secs(2);
-
-/// Where guardians of this runtime directory put their sockets.
-pub fn guardian_socket(runtime_dir: &Path, key: &str) -> PathBuf {
-    runtime_dir.join("g").join(format!("{key}.sock"))
-}
 
 /// What happened at startup, for the starter's readiness pipe.
 pub enum Started {

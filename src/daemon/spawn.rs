@@ -89,7 +89,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
 /// Wait for the guardian's verdict on its readiness pipe, bounded by `READY_TIMEOUT`.
 fn read_ready(fd: OwnedFd) -> Result<(), String> {
     let verdict =
-        crate::runtime::ready::wait_verdict(fd, Deadline::after("guardian start", READY_TIMEOUT))?;
+        crate::ipc::ready::wait_verdict(fd, Deadline::after("guardian start", READY_TIMEOUT))?;
     match verdict.as_str() {
         "ok" => Ok(()),
         "" => Err("the guardian exited before reporting ready".into()),

@@ -1,7 +1,7 @@
 //! The guardian with a real bash on a real PTY, driven through its socket.
 
 use super::*;
-use crate::runtime::GuardianClient;
+use crate::ipc::GuardianClient;
 use crate::wire::guardian::{ActionResult, ProcessStatus, Request, Response, Wait};
 use std::time::Duration;
 

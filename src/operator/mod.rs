@@ -132,7 +132,7 @@ fn attach(config: &Config, thread_id: &str, follow: bool) -> Result<(), OpError>
         .iter()
         .find(|s| s.snapshot.labels.thread_id == thread_id)
         .ok_or_else(|| OpError(format!("no live session with thread_id {thread_id:?}")))?;
-    let client = GuardianClient::new(&crate::daemon::guardian_socket(
+    let client = GuardianClient::new(&crate::ipc::guardian_socket(
         &config.runtime.runtime_dir,
         &s.key,
     ));

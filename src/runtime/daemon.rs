@@ -69,7 +69,8 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("exec {}: {e}", bin.display()))?;
     drop(w);
-    let verdict = super::ready::wait_verdict(r, Deadline::after("winxd start", START_TIMEOUT))?;
+    let verdict =
+        crate::ipc::ready::wait_verdict(r, Deadline::after("winxd start", START_TIMEOUT))?;
     // winxd daemonises by staying in its own session; reap it if it already exited.
     let _ = std::thread::Builder::new()
         .name("winxd-reap".into())

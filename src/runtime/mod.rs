@@ -2,13 +2,11 @@
 //! session and talk to it. Embedded guardians run as threads of this process; daemon
 //! guardians are processes owned by winxd. Both are reached through their Unix socket.
 
-pub mod client;
 pub mod daemon;
-pub mod ready;
 
 use crate::guardian::{self, Dialect, ShellSpec};
+pub use crate::ipc::{ClientError, GuardianClient};
 use crate::wire::guardian::{Labels, Request, Response, Snapshot};
-pub use client::{ClientError, GuardianClient};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -85,7 +83,7 @@ impl Runtime {
 
     fn socket_path(&self, key: &str) -> PathBuf {
         match self.cfg.kind {
-            RuntimeKind::Daemon => crate::daemon::guardian_socket(&self.cfg.runtime_dir, key),
+            RuntimeKind::Daemon => crate::ipc::guardian_socket(&self.cfg.runtime_dir, key),
             RuntimeKind::Embedded => self
                 .cfg
                 .runtime_dir
