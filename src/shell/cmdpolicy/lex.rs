@@ -1,40 +1,12 @@
 //! The word scanner: tokens, quoting, expansions, substitutions and here-document bodies.
 
 use super::parse::{PResult, ParseErrorKind, Parser, Token, Word};
+use super::word::{Ctx, Wb};
 
 /// Operators, longest first so that `&>>` wins over `&>` and `&`; those with `<`/`>` redirect.
 #[rustfmt::skip]
 const OPS: &[&str] = &["&>>", "<<<", "<<-", ";;&", "&&", "||", "|&", ";;", ";&", "((", "&>", "<<",
     "<>", "<&", ">>", ">|", ">&", "&", "|", ";", "(", ")", "<", ">"];
-
-/// A word under construction.
-#[derive(Default)]
-pub(super) struct Wb {
-    text: Vec<u8>,
-    dynamic: bool,
-    quoted: bool,
-    literal: Option<usize>,
-    brace: bool,
-    bracket: bool,
-}
-
-impl Wb {
-    /// Ends the literal prefix: at a quote (`quoted`) or an expansion (the word becomes dynamic).
-    fn mark(&mut self, quoted: bool) {
-        self.literal.get_or_insert(self.text.len());
-        (self.quoted, self.dynamic) = (self.quoted || quoted, self.dynamic || !quoted);
-    }
-}
-
-/// What [`Parser::scan`] reads: an unquoted word (ended by a metacharacter, not consumed), the
-/// inside of `"…"`, an unquoted here-document body, or `${…}`/`$((…))` up to the closing byte.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ctx {
-    Bare,
-    Dq,
-    Doc,
-    Nest(u8, u8),
-}
 
 impl Parser<'_> {
     pub(super) fn lex(&mut self) -> PResult<Token> {

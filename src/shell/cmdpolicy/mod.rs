@@ -9,6 +9,7 @@
 
 mod lex;
 mod parse;
+mod word;
 
 pub use parse::*;
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::lex::{Ctx, Wb};
+use super::word::{Ctx, Wb};
 
 /// Nesting limit for substitutions: hand-written commands nest a few levels; the limit keeps
 /// hostile input from exhausting the stack of the recursive scanner.
