@@ -365,6 +365,56 @@ struct PrincipalEntry {
 }
 
 /// Parse and validate the principal TOML (seed 003, "Multiple authenticated principals").
+/// Keys a principal config may hold: the only file text a TOML error may repeat.
+const PRINCIPAL_KEYS: [&str; 6] = [
+    "principals",
+    "name",
+    "token_file",
+    "token_env",
+    "tool_profile",
+    "allowed_tools",
+];
+
+/// A TOML error without the file's text: the position, and the parser's message with
+/// every quoted fragment that is not a known key replaced by `…`. The file may be a token
+/// file passed by mistake, and the default message quotes the offending line.
+fn toml_error(e: &toml::de::Error, text: &str) -> String {
+    let at = e.span().map_or(String::new(), |span| {
+        let before = &text.as_bytes()[..span.start.min(text.len())];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+        format!(" at line {line}, column {col}")
+    });
+    format!("invalid TOML{at}: {}", redact_quoted(e.message().trim()))
+}
+
+/// `s` with the inside of every `` `…` `` or `"…"` replaced by `…`, unless it is a known
+/// key or one punctuation character (`=`, `]`).
+fn redact_quoted(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(open) = rest.find(['`', '"']) {
+        let q = rest.as_bytes()[open] as char;
+        out.push_str(&rest[..=open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(q) else {
+            out.push('…');
+            return out;
+        };
+        let inner = &after[..close];
+        let punct = inner.len() == 1 && inner.bytes().all(|b| b.is_ascii_punctuation());
+        out.push_str(if PRINCIPAL_KEYS.contains(&inner) || punct {
+            inner
+        } else {
+            "…"
+        });
+        out.push(q);
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 pub fn load_principal_config(
     path: &Path,
     weak_ok: bool,
@@ -385,8 +435,12 @@ pub fn load_principal_config(
     }
     let text = std::fs::read_to_string(path)
         .map_err(|e| err(format!("cannot read principal config {shown}: {e}")))?;
-    let file: PrincipalFile =
-        toml::from_str(&text).map_err(|e| err(format!("principal config {shown}: {e}")))?;
+    let file: PrincipalFile = toml::from_str(&text).map_err(|e| {
+        err(format!(
+            "principal config {shown}: {}",
+            toml_error(&e, &text)
+        ))
+    })?;
     if file.principals.is_empty() {
         return Err(err(format!(
             "principal config {shown} defines no [[principals]]"
@@ -507,6 +561,10 @@ mod tests {
     #[test]
     fn bind_parsing_and_loopback() {
         assert!(is_loopback(parse_bind("127.0.0.1:0").unwrap().ip()));
+        assert_eq!(
+            redact_quoted("unknown field `s3cret`, expected `name` or \"x\", not `=`"),
+            "unknown field `…`, expected `name` or \"…\", not `=`"
+        );
         assert!(is_loopback(parse_bind("localhost:8000").unwrap().ip()));
         assert!(is_loopback(parse_bind("[::1]:1").unwrap().ip()));
         assert!(is_loopback(

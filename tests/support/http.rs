@@ -307,6 +307,15 @@ impl Conn {
         }
     }
 
+    /// A connection opened elsewhere (e.g. one that sent a partial request by hand).
+    pub fn from_stream(s: TcpStream, addr: SocketAddr) -> Conn {
+        Conn {
+            reader: BufReader::new(s.try_clone().unwrap()),
+            writer: s,
+            addr,
+        }
+    }
+
     pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.writer.write_all(bytes)?;
         self.writer.flush()
@@ -426,6 +435,70 @@ impl Conn {
             body,
             elapsed: Duration::ZERO,
         })
+    }
+}
+
+/// A `BashCommand` blocked on a gate (a FIFO it reads a line from), in flight on its own
+/// thread; `release` lets it finish, `join` returns its HTTP status.
+pub struct Held {
+    gate: std::fs::File,
+    thread: std::thread::JoinHandle<u16>,
+}
+
+impl Held {
+    pub fn release(mut self) -> u16 {
+        self.gate.write_all(b"go\n").expect("write the gate");
+        drop(self.gate);
+        self.thread.join().expect("the held call's thread")
+    }
+}
+
+/// Start a `BashCommand` that waits on a gate in its own workspace `name`, and return once
+/// the command is running: the event is the gate gaining its reader (a non-blocking open
+/// for writing fails with ENXIO until then).
+pub fn blocked_call(s: &Server, token: &str, name: &str) -> Held {
+    use std::os::unix::fs::OpenOptionsExt;
+    let ws = s.home.dir.path().join(name);
+    std::fs::create_dir(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    let gate = ws.join("gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let init = s.call(
+        token,
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": path_str(&ws)}),
+    );
+    let pair = init["structuredContent"]["data"].clone();
+    let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
+        "action_json": {"command": "read x < gate; echo released"}, "wait_for_seconds": 60,
+        "wait_policy": "until_complete"});
+    let body = modern(
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+    );
+    let (addr, token) = (s.addr, token.to_string());
+    let thread = std::thread::spawn(move || {
+        let r = Conn::connect(addr).mcp(
+            &token,
+            &modern_headers("tools/call", Some("BashCommand")),
+            &body,
+        );
+        r.status
+    });
+    let until = Instant::now() + HARD_TIMEOUT;
+    loop {
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&gate);
+        if let Ok(gate) = opened {
+            return Held { gate, thread };
+        }
+        if thread.is_finished() {
+            panic!("the gated call ended early: {}", thread.join().unwrap());
+        }
+        assert!(Instant::now() < until, "the gated command never started");
+        std::thread::yield_now();
     }
 }
 

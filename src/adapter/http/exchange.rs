@@ -1,14 +1,18 @@
-//! One admitted MCP POST, on an `http-io` worker: collect the body (capped, deadline-bound),
-//! classify the message's era, check the legacy session, run `mcp::Server::handle` on an
-//! `mcp-worker` and answer — or answer 408 when the request deadline passes first.
+//! One admitted MCP POST, on its connection's thread: collect the body (capped,
+//! deadline-bound), take a dispatch slot for the principal, classify the message's era,
+//! check the legacy session, run `mcp::Server::handle` on an `mcp-worker` and answer — or
+//! answer 408 when the request deadline passes first.
 //!
-//! The handler runs on another pool so this thread can keep the deadline: a handler that
-//! outlives it keeps its concurrency slot until it returns, so timed-out work still counts
-//! against the cap.
+//! The body is in memory before a slot is taken, so a slow client holds only its own
+//! connection. The handler runs on another pool so this thread can keep the deadline: a
+//! handler that outlives it keeps its slot until it returns, so timed-out work still
+//! counts against the cap.
 
 use super::Shared;
-use super::limits::{self, BodyError, Permit};
+use super::conn::Conn;
+use super::limits::{Permit, Slot, SlotRefusal};
 use super::routes::{self, Era, Framing, McpHeaders, Reply};
+use super::wire::{BodyFraming, Head};
 use crate::config::http::Principal;
 use crate::deadline::Deadline;
 use crate::jsonrpc::{
@@ -21,59 +25,74 @@ use std::sync::Arc;
 
 /// A request that passed admission.
 pub struct Admitted {
-    pub rq: tiny_http::Request,
     pub principal: Arc<Principal>,
     pub framing: Framing,
-    pub permit: Permit,
     /// Held until the answer is written: a draining server waits for it.
     pub answering: Permit,
     pub deadline: Deadline,
 }
 
-pub fn run(shared: &Arc<Shared>, a: Admitted) {
+/// Serve the admitted request on `conn`; returns whether the connection stays open.
+pub fn run(
+    shared: &Arc<Shared>,
+    conn: &mut Conn,
+    head: &Head,
+    body: BodyFraming,
+    a: Admitted,
+) -> bool {
     let Admitted {
-        mut rq,
         principal,
         framing,
-        permit,
         answering,
         deadline,
     } = a;
-    let permit = Arc::new(permit);
-    let body = match limits::read_body(rq.as_reader(), shared.cfg.max_body_bytes, deadline) {
+    if body != BodyFraming::None && head.expects_continue() && !conn.write_raw(CONTINUE) {
+        return false;
+    }
+    let body = match conn.read_body(body, shared.cfg.max_body_bytes, deadline) {
         Ok(b) => b,
         Err(e) => {
-            let reply = match e {
-                BodyError::TooLarge => routes::plain(413, "request body exceeds 64 MiB"),
-                BodyError::Timeout(which) => routes::plain(408, &format!("{which} expired")),
-                BodyError::Io(e) => routes::plain(400, &format!("unreadable request body: {e}")),
-            };
-            // The rest of the body may still be on the wire: the replier drains it.
-            return shared.replier.send(rq, reply);
+            // The rest of the body may still be on the wire: answer and close.
+            conn.finish(&e.reply(), false);
+            return false;
         }
     };
-    let headers = McpHeaders::read(&rq);
+    let keep = head.keep_alive();
+    let slot = match shared.slots.try_acquire(&principal.name) {
+        Ok(s) => Arc::new(s),
+        Err(why) => {
+            let text = match why {
+                SlotRefusal::Full => "too many concurrent requests",
+                SlotRefusal::ShareUsed => "too many concurrent requests for this principal",
+            };
+            return conn.answer(&routes::retry_later(503, text), false, keep);
+        }
+    };
+    let headers = McpHeaders::read(head);
     let reply = Call {
         shared,
         principal: &principal,
-        permit: &permit,
+        slot: &slot,
         headers: &headers,
         framing,
         deadline,
     }
     .answer(&body);
-    // Give the concurrency slot back before writing: a client that sends its next request
-    // as soon as it reads this answer must not find its own finished request still holding
-    // the slot. A handler still running past the deadline keeps its own clone.
-    drop(permit);
-    super::reply::write(rq, reply);
+    // Give the slot back before writing: a client that sends its next request as soon as
+    // it reads this answer must not find its own finished request still holding the slot.
+    // A handler still running past the deadline keeps its own clone.
+    drop(slot);
+    let open = conn.answer(&reply, false, keep);
     drop(answering);
+    open
 }
+
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 struct Call<'a> {
     shared: &'a Arc<Shared>,
     principal: &'a Arc<Principal>,
-    permit: &'a Arc<Permit>,
+    slot: &'a Arc<Slot>,
     headers: &'a McpHeaders,
     framing: Framing,
     deadline: Deadline,
@@ -148,7 +167,7 @@ impl Call<'_> {
         let (tx, rx) = bounded(1);
         let server = self.shared.server.clone();
         let principal = self.principal.clone();
-        let permit = self.permit.clone();
+        let slot = self.slot.clone();
         let affinity = self.shared.affinity();
         // Identity preference (seed 003): the MCP session, then the gateway header.
         let conversation = self
@@ -175,7 +194,7 @@ impl Call<'_> {
                     )
                 });
             // The work is done: release the slot before the answer can reach the client.
-            drop(permit);
+            drop(slot);
             let _ = tx.send(resp);
         });
         if self.shared.handlers.try_submit(job).is_err() {

@@ -1,102 +1,115 @@
-//! Admission of one request, on the accept loop: route, rate limit, drain state, Host and
-//! Origin, authentication, method and media types, the concurrency cap. Cheap checks
-//! only: every answer is handed to the replier, every admitted POST to the `http-io` pool.
+//! Admission of one request from its head alone: route, rate limit, drain state, Host and
+//! Origin, authentication, method and media types, the declared body size. An admitted
+//! POST goes on to `exchange.rs`; everything else is answered here.
 //!
-//! Invariant: nothing here reads a body, waits, or writes to a socket.
+//! Invariant: admission reads no body and takes no dispatch slot; a rejected request's
+//! body is never buffered — up to 64 KiB declared by length is skipped so the connection
+//! stays usable, anything else is answered with `Connection: close`.
 
 use super::Shared;
+use super::conn::Conn;
 use super::exchange::{self, Admitted};
-use super::limits::Permit;
 use super::routes::{self, Framing, Reply, Route};
+use super::wire::{BodyFraming, Head};
 use crate::config::http::Principal;
 use crate::deadline::Deadline;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use tiny_http::{Method, Request};
 
-pub fn on_request(shared: &Arc<Shared>, rq: Request) {
-    if routes::head_too_large(&rq) {
-        let reply = routes::plain(431, "request header fields too large (64 KiB, 128 fields)");
-        return shared.replier.send(rq, reply);
-    }
-    let (route, query) = routes::route(rq.url());
-    let query = query.map(str::to_string);
-    match route {
-        Route::Healthz => probe(shared, rq, routes::plain(200, "ok")),
-        Route::Readyz if shared.draining.load(Ordering::SeqCst) => {
-            probe(shared, rq, routes::plain(503, "draining"))
+/// Serve one request whose head has been read; returns whether the connection stays open.
+pub fn serve(shared: &Arc<Shared>, conn: &mut Conn, head: Head) -> bool {
+    let head_only = head.method == "HEAD";
+    let framing = match head.body() {
+        Ok(f) => f,
+        Err(why) => {
+            conn.finish(
+                &routes::plain(400, &format!("bad request: {why}")),
+                head_only,
+            );
+            return false;
         }
-        Route::Readyz => probe(shared, rq, routes::plain(200, "ready")),
-        Route::NotFound => {
-            let reply = if rate_ok(shared, &rq) {
-                routes::plain(404, "not found")
-            } else {
-                routes::retry_later(429, "too many requests")
-            };
-            shared.replier.send(rq, reply);
-        }
-        Route::Mcp => mcp(shared, rq, query.as_deref()),
-    }
-}
-
-fn probe(shared: &Shared, rq: Request, reply: routes::Reply) {
-    let reply = match rq.method() {
-        Method::Get | Method::Head => reply,
-        _ => routes::method_not_allowed("GET, HEAD"),
     };
-    shared.replier.send(rq, reply);
+    let (route, query) = routes::route(&head.target);
+    let reply = match route {
+        Route::Healthz => probe(&head, routes::plain(200, "ok")),
+        Route::Readyz if shared.draining.load(Ordering::SeqCst) => {
+            probe(&head, routes::plain(503, "draining"))
+        }
+        Route::Readyz => probe(&head, routes::plain(200, "ready")),
+        Route::NotFound if rate_ok(shared, conn.peer.ip()) => routes::plain(404, "not found"),
+        Route::NotFound => routes::retry_later(429, "too many requests"),
+        Route::Mcp => match admit(shared, &head, conn.peer.ip(), query, framing) {
+            Verdict::Reject(reply) => reply,
+            Verdict::Unauthorized => {
+                // Slow for a guesser, on this connection's own thread only.
+                let delay = Deadline::after("unauthorized delay", super::UNAUTHORIZED_DELAY);
+                let _ = delay.receiver().recv();
+                routes::unauthorized()
+            }
+            Verdict::EndSession(p) => end_session(shared, &head, &p.name),
+            Verdict::Admit(principal, rpc_framing) => {
+                return admitted(shared, conn, &head, principal, rpc_framing, framing);
+            }
+        },
+    };
+    // A large or chunked rejected body stays unread, and its connection closes.
+    let keep = head.keep_alive() && conn.discard_small_body(framing, head.expects_continue());
+    conn.answer(&reply, head_only, keep)
 }
 
-fn rate_ok(shared: &Shared, rq: &Request) -> bool {
-    // tiny_http always knows the TCP peer; without one there is nothing to key on.
-    rq.remote_addr().is_none_or(|a| shared.rate.allow(a.ip()))
+fn admitted(
+    shared: &Arc<Shared>,
+    conn: &mut Conn,
+    head: &Head,
+    principal: Arc<Principal>,
+    framing: Framing,
+    body: BodyFraming,
+) -> bool {
+    // The answering count has no limit of its own; `None` cannot happen in practice.
+    let Some(answering) = shared.answering.try_acquire() else {
+        let reply = routes::retry_later(503, "too many requests in flight");
+        return conn.answer(&reply, false, false);
+    };
+    let a = Admitted {
+        principal,
+        framing,
+        answering,
+        deadline: Deadline::after("request timeout", shared.cfg.request_timeout),
+    };
+    exchange::run(shared, conn, head, body, a)
+}
+
+fn probe(head: &Head, reply: Reply) -> Reply {
+    match head.method.as_str() {
+        "GET" | "HEAD" => reply,
+        _ => routes::method_not_allowed("GET, HEAD"),
+    }
+}
+
+fn rate_ok(shared: &Shared, ip: IpAddr) -> bool {
+    shared.rate.allow(ip)
 }
 
 /// What admission decided for an `/mcp` request.
 enum Verdict {
-    Admit(Arc<Principal>, Framing, Permit),
+    Admit(Arc<Principal>, Framing),
     Reject(Reply),
     Unauthorized,
     EndSession(Arc<Principal>),
 }
 
-fn mcp(shared: &Arc<Shared>, rq: Request, query: Option<&str>) {
-    let (principal, framing, permit) = match admit(shared, &rq, query) {
-        Verdict::Admit(p, f, permit) => (p, f, permit),
-        Verdict::Reject(reply) => return shared.replier.send(rq, reply),
-        Verdict::Unauthorized => return shared.unauthorized(rq),
-        Verdict::EndSession(p) => return end_session(shared, rq, &p.name),
-    };
-    // The answering count has no limit of its own; `None` cannot happen in practice.
-    let Some(answering) = shared.answering.try_acquire() else {
-        return shared
-            .replier
-            .send(rq, routes::retry_later(503, "too many requests in flight"));
-    };
-    let admitted = Admitted {
-        rq,
-        principal,
-        framing,
-        permit,
-        answering,
-        deadline: Deadline::after("request timeout", shared.cfg.request_timeout),
-    };
-    let job_shared = shared.clone();
-    // The pool queues one job per permit, so this never waits; it fails only at exit.
-    if shared
-        .io
-        .submit(Box::new(move || exchange::run(&job_shared, admitted)))
-        .is_err()
-    {
-        log::error!("the http-io pool is gone; a request was dropped");
-    }
-}
-
 /// The checks, in the order of docs/architecture.md ("Order of checks on /mcp").
-fn admit(shared: &Arc<Shared>, rq: &Request, query: Option<&str>) -> Verdict {
+fn admit(
+    shared: &Shared,
+    rq: &Head,
+    ip: IpAddr,
+    query: Option<&str>,
+    body: BodyFraming,
+) -> Verdict {
     use Verdict::Reject;
     let cfg = &shared.cfg;
-    if !rate_ok(shared, rq) {
+    if !rate_ok(shared, ip) {
         return Reject(routes::retry_later(
             429,
             "too many requests from this address",
@@ -105,53 +118,59 @@ fn admit(shared: &Arc<Shared>, rq: &Request, query: Option<&str>) -> Verdict {
     if shared.draining.load(Ordering::SeqCst) {
         return Reject(routes::retry_later(503, "server is shutting down"));
     }
-    match routes::header(rq, "Host") {
-        None => return Reject(routes::plain(400, "missing Host header")),
-        Some(h) if !routes::host_allowed(h, cfg.bind, &cfg.allowed_hosts) => {
-            return Reject(routes::plain(421, "Host not allowed; see --allowed-host"));
+    // Exactly one non-empty Host: with two, a proxy and this server may each check a
+    // different one.
+    match (rq.count("Host"), rq.header("Host").map(str::trim)) {
+        (0, _) => return Reject(routes::plain(400, "missing Host header")),
+        (1, Some(h)) if !h.is_empty() => {
+            if !routes::host_allowed(h, cfg.bind, &cfg.allowed_hosts) {
+                return Reject(routes::plain(421, "Host not allowed; see --allowed-host"));
+            }
         }
-        Some(_) => {}
+        (1, _) => return Reject(routes::plain(400, "empty Host header")),
+        _ => return Reject(routes::plain(400, "more than one Host header")),
     }
-    if let Some(o) = routes::header(rq, "Origin")
+    if rq.count("Origin") > 1 {
+        return Reject(routes::plain(400, "more than one Origin header"));
+    }
+    if let Some(o) = rq.header("Origin")
         && !routes::origin_allowed(o, cfg.bind, &cfg.allowed_hosts)
     {
-        return Reject(routes::plain(403, "Origin not allowed"));
+        return Reject(routes::plain(
+            403,
+            "Origin not allowed; another local port is another site (see --allowed-host)",
+        ));
     }
-    let Some(principal) = shared
-        .auth
-        .authenticate(routes::header(rq, "Authorization"), query)
-    else {
+    let Some(principal) = shared.auth.authenticate(rq.header("Authorization"), query) else {
         return Verdict::Unauthorized;
     };
-    match rq.method() {
-        Method::Post => {}
-        Method::Delete => return Verdict::EndSession(principal),
+    match rq.method.as_str() {
+        "POST" => {}
+        "DELETE" => return Verdict::EndSession(principal),
         // No server-initiated stream (GET): every answer travels on its POST.
         _ => return Reject(routes::method_not_allowed("POST, DELETE")),
     }
-    if !routes::content_type_ok(routes::header(rq, "Content-Type")) {
+    if !routes::content_type_ok(rq.header("Content-Type")) {
         return Reject(routes::plain(415, "Content-Type must be application/json"));
     }
-    let Some(framing) = routes::framing(routes::header(rq, "Accept")) else {
+    let Some(framing) = routes::framing(rq.header("Accept")) else {
         return Reject(routes::plain(
             406,
             "Accept must allow application/json or text/event-stream",
         ));
     };
-    if rq.body_length().is_some_and(|n| n > cfg.max_body_bytes) {
+    if let BodyFraming::Length(n) = body
+        && n > cfg.max_body_bytes as u64
+    {
         return Reject(routes::plain(413, "request body exceeds 64 MiB"));
     }
-    match shared.concurrency.try_acquire() {
-        Some(permit) => Verdict::Admit(principal, framing, permit),
-        None => Reject(routes::retry_later(503, "too many concurrent requests")),
-    }
+    Verdict::Admit(principal, framing)
 }
 
-fn end_session(shared: &Shared, rq: Request, principal: &str) {
-    let reply = match routes::header(&rq, routes::SESSION_HEADER) {
+fn end_session(shared: &Shared, rq: &Head, principal: &str) -> Reply {
+    match rq.header(routes::SESSION_HEADER) {
         None => routes::plain(400, "missing Mcp-Session-Id header"),
         Some(id) if shared.sessions.end(id.trim(), principal) => routes::no_content(),
         Some(_) => routes::plain(404, "unknown or ended session"),
-    };
-    shared.replier.send(rq, reply);
+    }
 }

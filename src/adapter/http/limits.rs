@@ -1,14 +1,14 @@
 //! Request cost limits (seed 003, "Resource limits and responses"): the per-source-IP
-//! rate window, the global concurrency cap and the capped, deadline-bounded body reader.
+//! rate window, the dispatch slots with each principal's share, and the count of
+//! requests being answered (what a drain waits for).
 //!
 //! Invariant: every limit here is checked before `mcp::Server::handle` runs; none of them
 //! reads the clock except through `Stopwatch` / `Deadline`.
 
-use crate::deadline::{Deadline, Stopwatch};
+use crate::deadline::Stopwatch;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,8 +21,6 @@ pub const RETRY_AFTER_SECS: &str = "1";
 const MAX_TRACKED_IPS: usize = 65_536;
 /// The window the per-minute rate is spread over.
 const WINDOW: Duration = Duration::from_secs(60);
-/// Bytes read from the socket per call while collecting a body.
-const READ_CHUNK: usize = 64 * 1024;
 
 /// Per-source-IP token bucket: `per_minute` requests of burst, refilled evenly over a
 /// minute. Forwarded-IP headers are never consulted: the key is the TCP peer.
@@ -81,8 +79,8 @@ impl RateLimiter {
     }
 }
 
-/// The global cap on requests being served (from admission until both the answer is
-/// written and the handler has returned).
+/// A counted set of permits with an idle signal: the requests being answered (from
+/// admission until the answer is written), which a drain waits for.
 pub struct Concurrency {
     max: usize,
     active: AtomicUsize,
@@ -133,43 +131,81 @@ impl Concurrency {
     }
 }
 
-/// Why a body could not be collected.
-#[derive(Debug)]
-pub enum BodyError {
-    /// More than the cap arrived (counted as it streams, chunked bodies included): 413.
-    TooLarge,
-    /// The request deadline passed while the body was still arriving: 408.
-    Timeout(&'static str),
-    /// The client sent something unreadable (bad chunk framing) or hung up: 400.
-    Io(std::io::Error),
+/// Dispatch slots: the global cap (`--max-concurrency`) on requests whose handler is
+/// running, and each principal's share of it, so one principal's load (long tool calls,
+/// a burst) cannot take every slot from the others. A slot is taken only once the body
+/// is in memory: a slow client holds its connection, never a slot.
+pub struct Slots {
+    max: usize,
+    share: usize,
+    state: Mutex<SlotState>,
 }
 
-/// Read a whole body, refusing more than `cap` bytes. Each socket read is bounded by the
-/// connection's I/O timeout, so a stalled client returns control here and the request
-/// deadline is checked between reads.
-pub fn read_body(r: &mut dyn Read, cap: usize, deadline: Deadline) -> Result<Vec<u8>, BodyError> {
-    let mut body = Vec::new();
-    let mut chunk = vec![0u8; READ_CHUNK];
-    loop {
-        if deadline.expired() {
-            return Err(BodyError::Timeout(deadline.name()));
-        }
-        match r.read(&mut chunk) {
-            Ok(0) => return Ok(body),
-            Ok(n) => {
-                if body.len() + n > cap {
-                    return Err(BodyError::TooLarge);
-                }
-                body.extend_from_slice(&chunk[..n]);
+#[derive(Default)]
+struct SlotState {
+    total: usize,
+    by_principal: HashMap<String, usize>,
+}
+
+/// One running handler's slot; released on drop.
+pub struct Slot {
+    slots: Arc<Slots>,
+    principal: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut st = self.slots.state.lock();
+        st.total -= 1;
+        if let Some(n) = st.by_principal.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                st.by_principal.remove(&self.principal);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(BodyError::Io(e)),
         }
     }
+}
+
+impl Slots {
+    /// `max` slots shared by `principals`: each may hold `max / principals` (at least
+    /// one), so a lone principal has them all.
+    pub fn new(max: usize, principals: usize) -> Arc<Slots> {
+        Arc::new(Slots {
+            max,
+            share: (max / principals.max(1)).max(1),
+            state: Mutex::new(SlotState::default()),
+        })
+    }
+
+    pub fn share(&self) -> usize {
+        self.share
+    }
+
+    /// A slot for `principal`, or why not (answer 503).
+    pub fn try_acquire(self: &Arc<Self>, principal: &str) -> Result<Slot, SlotRefusal> {
+        let mut st = self.state.lock();
+        if st.total >= self.max {
+            return Err(SlotRefusal::Full);
+        }
+        let mine = st.by_principal.get(principal).copied().unwrap_or(0);
+        if mine >= self.share {
+            return Err(SlotRefusal::ShareUsed);
+        }
+        st.total += 1;
+        *st.by_principal.entry(principal.to_string()).or_insert(0) += 1;
+        Ok(Slot {
+            slots: self.clone(),
+            principal: principal.to_string(),
+        })
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum SlotRefusal {
+    /// Every slot is in use.
+    Full,
+    /// This principal holds its whole share.
+    ShareUsed,
 }
 
 #[cfg(test)]
@@ -207,18 +243,20 @@ mod tests {
     }
 
     #[test]
-    fn body_cap_counts_streamed_bytes() {
-        let data = [b'x'; 100];
-        let never = Deadline::never("test");
-        assert_eq!(read_body(&mut &data[..], 100, never).unwrap().len(), 100);
-        assert!(matches!(
-            read_body(&mut &data[..], 99, never),
-            Err(BodyError::TooLarge)
-        ));
-        let expired = Deadline::after("request timeout", Duration::ZERO);
-        assert!(matches!(
-            read_body(&mut &data[..], 100, expired),
-            Err(BodyError::Timeout("request timeout"))
-        ));
+    fn each_principal_is_held_to_its_share() {
+        let s = Slots::new(4, 2);
+        let a1 = s.try_acquire("a").unwrap();
+        let _a2 = s.try_acquire("a").unwrap();
+        assert_eq!(s.try_acquire("a").err(), Some(SlotRefusal::ShareUsed));
+        let _b1 = s.try_acquire("b").unwrap();
+        let _b2 = s.try_acquire("b").unwrap();
+        assert_eq!(s.try_acquire("c").err(), Some(SlotRefusal::Full));
+        drop(a1);
+        assert!(s.try_acquire("a").is_ok());
+        let lone = Slots::new(3, 1);
+        let held: Vec<_> = (0..3).map(|_| lone.try_acquire("x").unwrap()).collect();
+        assert_eq!(lone.try_acquire("x").err(), Some(SlotRefusal::Full));
+        drop(held);
+        assert_eq!(Slots::new(2, 5).share(), 1);
     }
 }

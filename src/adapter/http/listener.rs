@@ -1,133 +1,109 @@
-//! The listening socket and the tiny_http servers that accept on it.
+//! The listening socket and the `http-accept` thread: one `http-conn` thread per
+//! accepted connection, up to a cap derived from the descriptor limit.
 //!
-//! tiny_http gives no per-connection socket options, so the I/O timeout is set on the
-//! listening socket, from which Linux copies it to every accepted connection: a stalled
-//! client's reads and writes then fail after `io_timeout` instead of holding a thread
-//! forever. The same timeout also applies to `accept` itself, which ends tiny_http's
-//! accept thread after an idle period; two things keep the server listening:
-//! `http-accept-keeper` connects to the listener every third of the timeout (tiny_http
-//! reads EOF and drops it), and if the accept thread stops anyway, the accept loop starts
-//! a fresh tiny_http server on the same socket (`restart`). Each server has an
-//! `http-forward` thread that moves its requests into one channel the accept loop selects on.
+//! Invariant: the accept thread never reads from or waits on a client; over the cap it
+//! writes one canned 503 without blocking and closes, so refusing costs no thread.
 
+use super::Shared;
 use crate::deadline::Deadline;
-use crossbeam_channel::{Receiver, Sender, bounded, select};
-use nix::sys::socket::{setsockopt, sockopt};
-use nix::sys::time::TimeVal;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::{ErrorKind, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Requests waiting between tiny_http and the accept loop.
-const FORWARD_QUEUE: usize = 256;
+/// Most connections served at once, whatever the descriptor limit allows.
+const MAX_CONNECTIONS: usize = 1024;
+/// Descriptors kept for everything else (state store, shells, logs, the listener).
+const RESERVED_FDS: usize = 64;
+/// Stack of a connection thread: it parses heads and JSON (serde_json's recursion is
+/// capped at 128 levels); handlers run on `mcp-worker` threads.
+const CONN_STACK: usize = 512 * 1024;
+/// Pause after `accept` fails for lack of descriptors, instead of spinning on it.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 22\r\n\
+    Connection: close\r\n\r\ntoo many connections\r\n";
 
-pub enum Event {
-    Request(tiny_http::Request),
-    /// tiny_http's accept thread ended (with this error); call `restart`.
-    AcceptStopped(std::io::Error),
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr)
 }
 
-pub struct Listener {
-    socket: TcpListener,
-    servers: Vec<Arc<tiny_http::Server>>,
-    tx: Sender<Event>,
-    stopping: Arc<AtomicBool>,
-    keeper_stop: Sender<()>,
+/// Connections served at once: `MAX_CONNECTIONS`, or half the descriptors left after
+/// `RESERVED_FDS` when `RLIMIT_NOFILE` is lower (each connection is one descriptor; the
+/// other half stays for shells and files), never below 8.
+pub fn connection_cap() -> usize {
+    let mut lim = nix::libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    let ok = unsafe { nix::libc::getrlimit(nix::libc::RLIMIT_NOFILE, &mut lim) } == 0;
+    if !ok {
+        return MAX_CONNECTIONS;
+    }
+    let soft = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+    (soft.saturating_sub(RESERVED_FDS) / 2).clamp(8, MAX_CONNECTIONS)
 }
 
-/// Bind `addr` with the per-connection I/O timeout in place.
-pub fn bind(addr: SocketAddr, io_timeout: Duration) -> std::io::Result<TcpListener> {
-    let socket = TcpListener::bind(addr)?;
-    let tv = TimeVal::new(io_timeout.as_secs() as _, io_timeout.subsec_micros() as _);
-    setsockopt(&socket, sockopt::ReceiveTimeout, &tv).map_err(std::io::Error::from)?;
-    setsockopt(&socket, sockopt::SendTimeout, &tv).map_err(std::io::Error::from)?;
-    Ok(socket)
-}
-
-/// Start accepting on `socket`; requests arrive on the returned channel.
-pub fn start(
-    socket: TcpListener,
-    io_timeout: Duration,
-) -> std::io::Result<(Listener, Receiver<Event>)> {
-    let (tx, rx) = bounded(FORWARD_QUEUE);
-    let (keeper_stop, stop_rx) = bounded(0);
-    let target = connect_target(socket.local_addr()?);
-    let interval = io_timeout / 3;
+/// Start the `http-accept` thread.
+pub fn start(socket: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
+    let cap = connection_cap();
+    log::info!("serving at most {cap} connections at once");
     std::thread::Builder::new()
-        .name("http-accept-keeper".into())
-        .spawn(move || keep_accepting(target, interval, stop_rx))?;
-    let mut l = Listener {
-        socket,
-        servers: Vec::new(),
-        tx,
-        stopping: Arc::new(AtomicBool::new(false)),
-        keeper_stop,
-    };
-    l.restart()?;
-    Ok((l, rx))
+        .name("http-accept".into())
+        .spawn(move || accept(socket, shared, cap))?;
+    Ok(())
 }
 
-impl Listener {
-    /// Start a tiny_http server (and its forwarder) on a duplicate of the socket. Older
-    /// servers keep serving the connections they accepted.
-    pub fn restart(&mut self) -> std::io::Result<()> {
-        let dup = self.socket.try_clone()?;
-        let server = tiny_http::Server::from_listener(dup, None)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let server = Arc::new(server);
-        let (s, tx, stopping) = (server.clone(), self.tx.clone(), self.stopping.clone());
-        std::thread::Builder::new()
-            .name("http-forward".into())
-            .spawn(move || forward(s, tx, stopping))?;
-        self.servers.push(server);
-        Ok(())
-    }
+/// Decrements the open-connection count when its connection thread ends.
+struct Open(Arc<AtomicUsize>);
 
-    /// Stop accepting: wake the forwarders, stop the keeper, close the socket.
-    pub fn stop(self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        for s in &self.servers {
-            s.unblock();
-        }
-        drop(self.keeper_stop);
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-fn forward(server: Arc<tiny_http::Server>, tx: Sender<Event>, stopping: Arc<AtomicBool>) {
+fn accept(socket: TcpListener, shared: Arc<Shared>, cap: usize) {
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
-        let ev = match server.recv() {
-            Ok(rq) => Event::Request(rq),
-            Err(_) if stopping.load(Ordering::SeqCst) => return,
-            // The accept thread is gone; connections it accepted still send requests here.
-            Err(e) => Event::AcceptStopped(e),
-        };
-        if tx.send(ev).is_err() {
-            return;
-        }
-    }
-}
-
-/// Where the keeper connects: the bound address, or loopback for a wildcard bind.
-fn connect_target(bound: SocketAddr) -> SocketAddr {
-    let ip = match bound.ip() {
-        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    SocketAddr::new(ip, bound.port())
-}
-
-fn keep_accepting(target: SocketAddr, interval: Duration, stop: Receiver<()>) {
-    loop {
-        let tick = Deadline::after("accept keep-alive", interval);
-        select! {
-            recv(stop) -> _ => return,
-            recv(tick.receiver()) -> _ => {
-                if let Err(e) = TcpStream::connect_timeout(&target, interval) {
-                    log::debug!("accept keep-alive connect failed: {e}");
-                }
+        let (stream, peer) = match socket.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // EMFILE/ENFILE/ENOBUFS: the backlog keeps the client until we can.
+                log::warn!("accept failed: {e}");
+                let _ = Deadline::after("accept backoff", ACCEPT_BACKOFF)
+                    .receiver()
+                    .recv();
+                continue;
             }
+        };
+        if open.fetch_add(1, Ordering::SeqCst) >= cap {
+            open.fetch_sub(1, Ordering::SeqCst);
+            refuse(stream);
+            continue;
         }
+        let guard = Open(open.clone());
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("http-conn".into())
+            .stack_size(CONN_STACK)
+            .spawn(move || {
+                let _guard = guard;
+                super::conn::serve(shared, stream, peer);
+            });
+        if let Err(e) = spawned {
+            // The closure (stream and guard) was dropped: the connection is closed.
+            log::warn!("cannot start a connection thread: {e}");
+        }
+    }
+}
+
+/// Over the cap: one non-blocking write of a canned 503, then close.
+fn refuse(mut stream: TcpStream) {
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = stream.write_all(OVER_CAPACITY);
     }
 }

@@ -7,12 +7,10 @@
 use crate::jsonrpc::{ErrorCode, Response as RpcResponse, RpcError};
 use crate::mcp::protocol::{self, META_PROTOCOL_VERSION, MODERN_VERSION};
 use serde_json::{Map, Value};
-use std::io::Cursor;
 use std::net::SocketAddr;
-use tiny_http::{Header, Request, StatusCode};
 
-/// Every reply this transport writes.
-pub type Reply = tiny_http::Response<Cursor<Vec<u8>>>;
+pub use super::reply::Reply;
+use super::wire::Head;
 
 pub const SESSION_HEADER: &str = "Mcp-Session-Id";
 pub const CONVERSATION_HEADER: &str = "X-Winx-Conversation-Id";
@@ -54,33 +52,8 @@ pub fn route(url: &str) -> (Route, Option<&str>) {
 }
 
 /// The value of the first header named `name` (case-insensitive).
-pub fn header<'a>(rq: &'a Request, name: &'static str) -> Option<&'a str> {
-    rq.headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
-}
-
-/// Largest request head we serve (request line plus headers), and most header fields.
-pub const MAX_HEAD_BYTES: usize = 64 * 1024;
-pub const MAX_HEADERS: usize = 128;
-
-/// Whether the request head exceeds `MAX_HEAD_BYTES` or `MAX_HEADERS` (answered 431).
-/// tiny_http has already buffered it; refusing it keeps the handler and every later
-/// consumer of header values bounded.
-pub fn head_too_large(rq: &Request) -> bool {
-    let headers = rq.headers();
-    if headers.len() > MAX_HEADERS {
-        return true;
-    }
-    let size = headers.iter().fold(rq.url().len(), |n, h| {
-        n + h.field.as_str().as_str().len() + h.value.as_str().len() + 4
-    });
-    size > MAX_HEAD_BYTES
-}
-
-fn header_count(rq: &Request, name: &'static str) -> usize {
-    rq.headers().iter().filter(|h| h.field.equiv(name)).count()
+pub fn header<'a>(rq: &'a Head, name: &str) -> Option<&'a str> {
+    rq.header(name)
 }
 
 /// The host part of an authority (`host`, `host:port`, `[v6]:port`), lowercased.
@@ -97,21 +70,45 @@ fn host_of(authority: &str) -> String {
 
 /// Host validation (DNS-rebinding defence): loopback names, the bound IP, and the
 /// configured extra authorities (`host` matches any port, `host:port` only that port).
+/// The port of a loopback `Host` is not checked: port forwarding (`ssh -L 9000:…:8000`)
+/// legitimately changes it, and a rebinding attack cannot make a browser send a
+/// loopback name.
 pub fn host_allowed(authority: &str, bind: SocketAddr, extra: &[String]) -> bool {
     let host = host_of(authority);
     let lowered = authority.trim().to_ascii_lowercase();
-    let bound = bind.ip().to_string();
-    matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1")
-        || (!bind.ip().is_unspecified() && host == bound)
-        || extra.iter().any(|e| *e == lowered || *e == host)
+    is_local_name(&host, bind) || extra.iter().any(|e| *e == lowered || *e == host)
 }
 
-/// A present `Origin` must name an allowed host; browsers send it on cross-site requests.
+fn is_local_name(host: &str, bind: SocketAddr) -> bool {
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+        || (!bind.ip().is_unspecified() && host == bind.ip().to_string())
+}
+
+/// A present `Origin` must name this server: a loopback name or the bound IP *on the
+/// bound port* (a page served by another local port is another site), or a configured
+/// extra authority (`host` any port, `host:port` only that port). `null` and anything
+/// without a scheme are refused.
 pub fn origin_allowed(origin: &str, bind: SocketAddr, extra: &[String]) -> bool {
-    let Some((_, rest)) = origin.trim().split_once("://") else {
+    let Some((scheme, rest)) = origin.trim().split_once("://") else {
         return false;
     };
-    host_allowed(rest.trim_end_matches('/'), bind, extra)
+    let authority = rest.trim_end_matches('/').to_ascii_lowercase();
+    if authority.is_empty() || authority.contains('/') {
+        return false;
+    }
+    let host = host_of(&authority);
+    if extra.iter().any(|e| *e == authority || *e == host) {
+        return true;
+    }
+    let port = match authority.rsplit_once(':') {
+        Some((_, p)) if !authority.ends_with(']') => p.parse::<u16>().ok(),
+        _ => match scheme.to_ascii_lowercase().as_str() {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        },
+    };
+    is_local_name(&host, bind) && port == Some(bind.port())
 }
 
 /// How the answer to a POST is framed.
@@ -167,11 +164,11 @@ pub struct McpHeaders {
 }
 
 impl McpHeaders {
-    pub fn read(rq: &Request) -> McpHeaders {
+    pub fn read(rq: &Head) -> McpHeaders {
         let get = |n: &'static str| header(rq, n).map(|v| v.trim().to_string());
         let duplicated = [VERSION_HEADER, METHOD_HEADER, NAME_HEADER, SESSION_HEADER]
             .into_iter()
-            .find(|n| header_count(rq, n) > 1);
+            .find(|n| rq.count(n) > 1);
         McpHeaders {
             version: get(VERSION_HEADER),
             method: get(METHOD_HEADER),
@@ -278,43 +275,38 @@ pub fn rpc_status(resp: &RpcResponse) -> u16 {
     }
 }
 
-fn hdr(name: &str, value: &str) -> Header {
-    // Names and values are ours and ASCII; from_bytes fails only on non-ASCII.
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("ASCII header")
-}
-
 /// A plain-text reply (errors, probes).
 pub fn plain(status: u16, text: &str) -> Reply {
-    tiny_http::Response::from_data(format!("{text}\n").into_bytes())
-        .with_status_code(StatusCode(status))
-        .with_header(hdr("Content-Type", "text/plain; charset=utf-8"))
-        .with_header(hdr("Cache-Control", "no-store"))
+    Reply::new(status)
+        .with_header("Content-Type", "text/plain; charset=utf-8")
+        .with_header("Cache-Control", "no-store")
+        .with_body(format!("{text}\n").into_bytes())
 }
 
 /// 429 / 503 with `Retry-After`.
 pub fn retry_later(status: u16, text: &str) -> Reply {
-    plain(status, text).with_header(hdr("Retry-After", super::limits::RETRY_AFTER_SECS))
+    plain(status, text).with_header("Retry-After", super::limits::RETRY_AFTER_SECS)
 }
 
 pub fn unauthorized() -> Reply {
-    plain(401, "missing or invalid bearer token").with_header(hdr("WWW-Authenticate", "Bearer"))
+    plain(401, "missing or invalid bearer token").with_header("WWW-Authenticate", "Bearer")
 }
 
-pub fn method_not_allowed(allow: &str) -> Reply {
-    plain(405, "method not allowed").with_header(hdr("Allow", allow))
+pub fn method_not_allowed(allow: &'static str) -> Reply {
+    plain(405, "method not allowed").with_header("Allow", allow)
 }
 
 pub fn with_session(r: Reply, id: &str) -> Reply {
-    r.with_header(hdr(SESSION_HEADER, id))
+    r.with_header(SESSION_HEADER, id)
 }
 
 /// No body: notifications and client responses.
 pub fn accepted() -> Reply {
-    tiny_http::Response::from_data(Vec::new()).with_status_code(StatusCode(202))
+    Reply::new(202)
 }
 
 pub fn no_content() -> Reply {
-    tiny_http::Response::from_data(Vec::new()).with_status_code(StatusCode(204))
+    Reply::new(204)
 }
 
 /// A JSON-RPC answer, framed as JSON or as one SSE `message` event.
@@ -330,10 +322,10 @@ pub fn rpc(resp: &RpcResponse, framing: Framing) -> Reply {
             (b, "text/event-stream")
         }
     };
-    tiny_http::Response::from_data(body)
-        .with_status_code(StatusCode(status))
-        .with_header(hdr("Content-Type", ctype))
-        .with_header(hdr("Cache-Control", "no-store"))
+    Reply::new(status)
+        .with_header("Content-Type", ctype)
+        .with_header("Cache-Control", "no-store")
+        .with_body(body)
 }
 
 #[cfg(test)]

@@ -229,7 +229,8 @@ proptest! {
     }
 
     /// An Origin is its authority behind `scheme://`, trailing slashes ignored; without
-    /// `://` it is never allowed.
+    /// `://` it is never allowed, and it is never allowed when its authority would not be
+    /// an allowed Host (an Origin also checks the port of a loopback name).
     #[test]
     fn origin_allowed_is_total(
         scheme in prop_oneof![prop::sample::select(vec!["http", "https", "HTTP", "null", ""]).prop_map(str::to_string), "[a-z+.:/]{0,8}"],
@@ -246,7 +247,9 @@ proptest! {
         }
         prop_assume!(!scheme.contains("://") && !a.trim_end().ends_with('/'));
         let origin = format!("{scheme}://{a}{}", "/".repeat(slashes));
-        prop_assert_eq!(origin_allowed(&origin, bind, &extra), host_allowed(&a, bind, &extra), "{:?}", origin);
+        if origin_allowed(&origin, bind, &extra) {
+            prop_assert!(host_allowed(&a, bind, &extra), "{:?}", origin);
+        }
     }
 }
 

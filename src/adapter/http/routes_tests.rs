@@ -52,7 +52,30 @@ fn hosts_and_origins() {
     assert!(host_allowed("192.168.1.20:8000", lan, &[]));
     let wildcard: SocketAddr = "0.0.0.0:8000".parse().unwrap();
     assert!(!host_allowed("0.0.0.0:8000", wildcard, &[]));
-    assert!(origin_allowed("http://localhost:3000", bind(), &[]));
+    let port = bind().port();
+    assert!(origin_allowed(
+        &format!("http://localhost:{port}"),
+        bind(),
+        &[]
+    ));
+    assert!(origin_allowed(
+        &format!("http://[::1]:{port}/"),
+        bind(),
+        &[]
+    ));
+    // Another local port is another site, unless listed.
+    assert!(!origin_allowed("http://localhost:3000", bind(), &[]));
+    assert!(!origin_allowed("http://localhost", bind(), &[]));
+    assert!(origin_allowed(
+        "http://localhost:3000",
+        bind(),
+        &["localhost:3000".into()]
+    ));
+    assert!(!origin_allowed(
+        "http://localhost:3001",
+        bind(),
+        &["localhost:3000".into()]
+    ));
     assert!(origin_allowed("https://mcp.example.com", bind(), &extra));
     assert!(!origin_allowed("https://evil.example", bind(), &extra));
     assert!(!origin_allowed("null", bind(), &extra));

@@ -1,0 +1,360 @@
+//! One client connection, on its own `http-conn` thread: read a bounded head, hand it to
+//! admission (`front.rs`), read a bounded body only for an admitted request, write the
+//! answer, and keep the connection for the next request or close it.
+//!
+//! Every read is bounded three ways: in bytes (a head stops at `MAX_HEAD_BYTES`, a body at
+//! the body cap, a chunk-size line at `MAX_CHUNK_LINE`), in time per read (the I/O
+//! timeout, set on the socket) and in time overall (a head must arrive within one I/O
+//! timeout of its first byte; a body within the request deadline).
+//!
+//! Invariant: a connection whose request body was not read to its end is closed after
+//! the answer, never reused and never drained into memory; closing it first discards (in
+//! a fixed buffer) at most `LINGER_BYTES` for at most `LINGER_TIME`, so the client can
+//! read the answer instead of a reset.
+
+use super::Shared;
+use super::reply::Reply;
+use super::routes;
+use super::wire::{self, BodyFraming, Head, HeadError, MAX_HEAD_BYTES};
+use crate::deadline::Deadline;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 64 * 1024;
+/// Longest chunk-size line (size, extensions, CRLF) of a chunked body.
+const MAX_CHUNK_LINE: usize = 4096;
+/// Initial capacity cap of a body buffer: a declared length is a claim, not a reason to
+/// allocate it before the bytes arrive.
+const BODY_PREALLOC: usize = 1 << 20;
+/// What a closing connection may still discard: enough for a client that wrote a whole
+/// oversized request before reading the answer (a 4 MiB head, a small body behind a 431).
+const LINGER_BYTES: usize = 8 << 20;
+/// A rejected request's body up to this size is read and dropped, so its connection
+/// stays usable (a 401 or 429 on a keep-alive client is routine); larger ones close it.
+const DISCARD_BYTES: u64 = 64 * 1024;
+/// How long a closing connection waits for the client to stop sending.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+
+pub struct Conn {
+    stream: TcpStream,
+    /// Bytes read and not yet consumed start at `pos`.
+    buf: Vec<u8>,
+    pos: usize,
+    io_timeout: Duration,
+    read_timeout: Option<Duration>,
+    pub peer: SocketAddr,
+}
+
+/// What reading a head produced.
+enum HeadRead {
+    Head(Head),
+    /// The client hung up, stayed idle past the I/O timeout, or stalled mid-head.
+    Closed,
+    /// Answer this (431, 400) and close.
+    Refuse(Reply),
+}
+
+/// Why a body could not be collected.
+#[derive(Debug)]
+pub enum BodyError {
+    /// More than the cap (counted as it streams, chunked bodies included): 413.
+    TooLarge,
+    /// The request deadline passed while the body was still arriving: 408.
+    Timeout(&'static str),
+    /// Bad chunk framing, or the client hung up: 400.
+    Malformed(String),
+}
+
+impl BodyError {
+    pub fn reply(&self) -> Reply {
+        match self {
+            BodyError::TooLarge => routes::plain(413, "request body exceeds 64 MiB"),
+            BodyError::Timeout(which) => routes::plain(408, &format!("{which} expired")),
+            BodyError::Malformed(e) => routes::plain(400, &format!("unreadable request body: {e}")),
+        }
+    }
+}
+
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
+}
+
+/// Serve one connection until it closes. Runs on its own `http-conn` thread.
+pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    let io_timeout = shared.cfg.io_timeout;
+    // Small answers go out at once; a failing setsockopt leaves the defaults in place.
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(io_timeout));
+    let mut conn = Conn {
+        stream,
+        buf: Vec::new(),
+        pos: 0,
+        io_timeout,
+        read_timeout: None,
+        peer,
+    };
+    loop {
+        match conn.read_head() {
+            HeadRead::Closed => return,
+            HeadRead::Refuse(reply) => return conn.finish(&reply, false),
+            HeadRead::Head(head) => {
+                if !super::front::serve(&shared, &mut conn, head) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Conn {
+    fn unread(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+    }
+
+    /// One read of at most `max` bytes, waiting at most `timeout`. `Ok(0)` is EOF.
+    fn fill(&mut self, max: usize, timeout: Duration) -> std::io::Result<usize> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        if self.read_timeout != Some(timeout) {
+            self.stream.set_read_timeout(Some(timeout))?;
+            self.read_timeout = Some(timeout);
+        }
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        let old = self.buf.len();
+        self.buf.resize(old + max, 0);
+        let got = self.stream.read(&mut self.buf[old..]);
+        self.buf.truncate(old + *got.as_ref().unwrap_or(&0));
+        got
+    }
+
+    fn read_head(&mut self) -> HeadRead {
+        let mut scanned = 0;
+        let mut deadline: Option<Deadline> = None;
+        loop {
+            if !self.unread().is_empty() && deadline.is_none() {
+                deadline = Some(Deadline::after("request head", self.io_timeout));
+            }
+            if let Some(end) = wire::head_end(self.unread(), scanned) {
+                let parsed = wire::parse_head(&self.unread()[..end]);
+                self.consume(end);
+                return match parsed {
+                    Ok(h) => HeadRead::Head(h),
+                    Err(HeadError::TooLarge) => HeadRead::Refuse(too_large()),
+                    Err(HeadError::Malformed(why)) => {
+                        HeadRead::Refuse(routes::plain(400, &format!("bad request: {why}")))
+                    }
+                };
+            }
+            let have = self.unread().len();
+            if have >= MAX_HEAD_BYTES {
+                return HeadRead::Refuse(too_large());
+            }
+            scanned = have;
+            let timeout = match deadline {
+                None => self.io_timeout,
+                Some(d) => match d.remaining() {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return HeadRead::Closed,
+                },
+            };
+            match self.fill(READ_CHUNK.min(MAX_HEAD_BYTES - have), timeout) {
+                Ok(0) => return HeadRead::Closed,
+                Ok(_) => {}
+                // Idle between requests: the keep-alive connection ends.
+                Err(e) if transient(&e) && deadline.is_some() => {}
+                Err(_) => return HeadRead::Closed,
+            }
+        }
+    }
+
+    /// Read once for a body, bounded by the I/O timeout and the request deadline.
+    fn fill_body(&mut self, deadline: Deadline) -> Result<(), BodyError> {
+        loop {
+            let left = match deadline.remaining() {
+                Some(l) if l.is_zero() => return Err(BodyError::Timeout(deadline.name())),
+                Some(l) => l.min(self.io_timeout),
+                None => self.io_timeout,
+            };
+            match self.fill(READ_CHUNK, left) {
+                Ok(0) => return Err(BodyError::Malformed("the client hung up".into())),
+                Ok(_) => return Ok(()),
+                Err(e) if transient(&e) => {}
+                Err(e) => return Err(BodyError::Malformed(e.to_string())),
+            }
+        }
+    }
+
+    /// Append exactly `n` body bytes to `out`.
+    fn take(&mut self, out: &mut Vec<u8>, n: usize, deadline: Deadline) -> Result<(), BodyError> {
+        let mut left = n;
+        while left > 0 {
+            if self.unread().is_empty() {
+                self.fill_body(deadline)?;
+            }
+            let k = left.min(self.unread().len());
+            out.extend_from_slice(&self.unread()[..k]);
+            self.consume(k);
+            left -= k;
+        }
+        Ok(())
+    }
+
+    /// One CRLF- (or LF-) terminated line of at most `max` bytes, without its end.
+    fn line(&mut self, max: usize, deadline: Deadline) -> Result<String, BodyError> {
+        loop {
+            if let Some(i) = self.unread().iter().position(|&b| b == b'\n') {
+                let raw = &self.unread()[..i];
+                let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                let text = String::from_utf8_lossy(raw).into_owned();
+                self.consume(i + 1);
+                return Ok(text);
+            }
+            if self.unread().len() > max {
+                return Err(BodyError::Malformed("chunk line too long".into()));
+            }
+            self.fill_body(deadline)?;
+        }
+    }
+
+    /// Collect a whole body of at most `cap` bytes before `deadline`.
+    pub fn read_body(
+        &mut self,
+        framing: BodyFraming,
+        cap: usize,
+        deadline: Deadline,
+    ) -> Result<Vec<u8>, BodyError> {
+        match framing {
+            BodyFraming::None => Ok(Vec::new()),
+            BodyFraming::Length(n) => {
+                let n = usize::try_from(n).ok().filter(|n| *n <= cap);
+                let n = n.ok_or(BodyError::TooLarge)?;
+                let mut body = Vec::with_capacity(n.min(BODY_PREALLOC));
+                self.take(&mut body, n, deadline)?;
+                Ok(body)
+            }
+            BodyFraming::Chunked => self.read_chunked(cap, deadline),
+        }
+    }
+
+    fn read_chunked(&mut self, cap: usize, deadline: Deadline) -> Result<Vec<u8>, BodyError> {
+        let bad = |why: &str| BodyError::Malformed(why.to_string());
+        let mut body = Vec::new();
+        loop {
+            let line = self.line(MAX_CHUNK_LINE, deadline)?;
+            let size = line.split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size, 16).map_err(|_| bad("bad chunk size"))?;
+            if size == 0 {
+                break;
+            }
+            if body.len().saturating_add(size) > cap {
+                return Err(BodyError::TooLarge);
+            }
+            self.take(&mut body, size, deadline)?;
+            if !self.line(2, deadline)?.is_empty() {
+                return Err(bad("chunk longer than its size"));
+            }
+        }
+        // Trailer fields are ignored, within the head's bounds.
+        let mut trailers = 0;
+        loop {
+            let line = self.line(MAX_HEAD_BYTES, deadline)?;
+            trailers += line.len() + 2;
+            if line.is_empty() {
+                return Ok(body);
+            }
+            if trailers > MAX_HEAD_BYTES {
+                return Err(bad("trailer section too large"));
+            }
+        }
+    }
+
+    /// Skip the body of a rejected request when it is small and declared by length;
+    /// whether the connection can carry another request. A client that declared
+    /// `Expect: 100-continue` has not sent it and will not.
+    pub fn discard_small_body(&mut self, framing: BodyFraming, expect_continue: bool) -> bool {
+        let n = match framing {
+            BodyFraming::None => return true,
+            BodyFraming::Length(n) if n <= DISCARD_BYTES && !expect_continue => n as usize,
+            _ => return false,
+        };
+        let deadline = Deadline::after("discarded body", self.io_timeout);
+        let mut left = n;
+        while left > 0 {
+            if self.unread().is_empty() && self.fill_body(deadline).is_err() {
+                return false;
+            }
+            let k = left.min(self.unread().len());
+            self.consume(k);
+            left -= k;
+        }
+        true
+    }
+
+    /// Write raw bytes (an interim `100 Continue`).
+    pub fn write_raw(&mut self, bytes: &[u8]) -> bool {
+        self.stream.write_all(bytes).is_ok()
+    }
+
+    /// Answer and keep the connection when the client wants it and nothing of this
+    /// request is left unread; otherwise answer with `Connection: close` and close.
+    /// Returns whether the connection stays open.
+    pub fn answer(&mut self, reply: &Reply, head_only: bool, keep: bool) -> bool {
+        if !keep {
+            self.finish(reply, head_only);
+            return false;
+        }
+        match self.stream.write_all(&reply.to_bytes(head_only, false)) {
+            Ok(()) => true,
+            Err(e) => {
+                log::debug!("answer to {} not delivered: {e}", self.peer);
+                false
+            }
+        }
+    }
+
+    /// Answer with `Connection: close`, then close without reading what remains.
+    pub fn finish(&mut self, reply: &Reply, head_only: bool) {
+        if let Err(e) = self.stream.write_all(&reply.to_bytes(head_only, true)) {
+            log::debug!("answer to {} not delivered: {e}", self.peer);
+            return;
+        }
+        let _ = self.stream.shutdown(Shutdown::Write);
+        let until = Deadline::after("lingering close", LINGER_TIME.min(self.io_timeout));
+        let mut sink = [0u8; 16 * 1024];
+        let mut discarded = 0;
+        while discarded < LINGER_BYTES {
+            let Some(left) = until.remaining().filter(|l| !l.is_zero()) else {
+                return;
+            };
+            if self.stream.set_read_timeout(Some(left)).is_err() {
+                return;
+            }
+            match self.stream.read(&mut sink) {
+                Ok(0) => return,
+                Ok(n) => discarded += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+fn too_large() -> Reply {
+    routes::plain(431, "request header fields too large (64 KiB, 128 fields)")
+}

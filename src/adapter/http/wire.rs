@@ -1,0 +1,268 @@
+//! HTTP/1.1 framing as pure functions over bytes: where a request head ends, what it says
+//! (request line, header fields, how its body is framed), and the bytes of a response.
+//!
+//! Invariant: nothing here does I/O; a head is parsed only from at most `MAX_HEAD_BYTES`
+//! already in memory, so its size is bounded before any of it is interpreted.
+
+/// Largest request head we read (request line plus header fields, with line ends): a
+/// head that has not ended within this many bytes is answered 431 without reading more.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Most header fields in one head (431 beyond).
+pub const MAX_HEADERS: usize = 128;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+/// A parsed request head. Header values are kept verbatim (minus surrounding blanks).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub method: String,
+    pub target: String,
+    pub version: Version,
+    pub headers: Vec<(String, String)>,
+}
+
+/// Why a head cannot be served.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadError {
+    /// Over `MAX_HEAD_BYTES` or `MAX_HEADERS`: 431.
+    TooLarge,
+    /// Not an HTTP/1.x request head: 400, with the reason.
+    Malformed(&'static str),
+}
+
+/// How the body after a head is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFraming {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+impl Head {
+    /// The value of the first field named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// How many fields are named `name`.
+    pub fn count(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .count()
+    }
+
+    fn has_token(&self, name: &str, token: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .flat_map(|(_, v)| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    }
+
+    /// Whether the client wants the connection kept after this exchange.
+    pub fn keep_alive(&self) -> bool {
+        match self.version {
+            Version::Http11 => !self.has_token("Connection", "close"),
+            Version::Http10 => self.has_token("Connection", "keep-alive"),
+        }
+    }
+
+    /// `Expect: 100-continue`: the client waits for a go-ahead before sending the body.
+    pub fn expects_continue(&self) -> bool {
+        self.has_token("Expect", "100-continue")
+    }
+
+    /// The body's framing (RFC 9112 §6). Both `Transfer-Encoding` and `Content-Length`,
+    /// a coding other than chunked, or disagreeing lengths are refused: each is a way to
+    /// make two parsers see different request boundaries.
+    pub fn body(&self) -> Result<BodyFraming, &'static str> {
+        let te = self.count("Transfer-Encoding");
+        let cl: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("Content-Length"))
+            .flat_map(|(_, v)| v.split(','))
+            .map(str::trim)
+            .collect();
+        if te > 0 {
+            if !cl.is_empty() {
+                return Err("both Transfer-Encoding and Content-Length");
+            }
+            let codings: Vec<&str> = self
+                .headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case("Transfer-Encoding"))
+                .flat_map(|(_, v)| v.split(','))
+                .map(str::trim)
+                .collect();
+            return match codings.as_slice() {
+                [c] if c.eq_ignore_ascii_case("chunked") => Ok(BodyFraming::Chunked),
+                _ => Err("unsupported Transfer-Encoding (only chunked)"),
+            };
+        }
+        let Some(first) = cl.first() else {
+            return Ok(BodyFraming::None);
+        };
+        if cl.iter().any(|v| v != first) {
+            return Err("conflicting Content-Length values");
+        }
+        if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("invalid Content-Length");
+        }
+        // Too many digits for u64 is a declared size no cap admits.
+        let n = first.parse::<u64>().unwrap_or(u64::MAX);
+        Ok(if n == 0 {
+            BodyFraming::None
+        } else {
+            BodyFraming::Length(n)
+        })
+    }
+}
+
+/// Where the head in `buf` ends (just past its blank line), looking from `from` (bytes
+/// before it were already searched). Accepts bare LF line ends as RFC 9112 §2.2 allows.
+pub fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let start = from.saturating_sub(3);
+    let mut i = start;
+    while let Some(off) = buf.get(i..)?.iter().position(|&b| b == b'\n') {
+        let nl = i + off;
+        match buf.get(nl + 1) {
+            Some(b'\n') => return Some(nl + 2),
+            Some(b'\r') if buf.get(nl + 2) == Some(&b'\n') => return Some(nl + 3),
+            _ => i = nl + 1,
+        }
+    }
+    None
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Parse a complete head (the bytes up to and including its blank line).
+pub fn parse_head(bytes: &[u8]) -> Result<Head, HeadError> {
+    use HeadError::{Malformed, TooLarge};
+    if bytes.len() > MAX_HEAD_BYTES {
+        return Err(TooLarge);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| Malformed("head is not UTF-8"))?;
+    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    // RFC 9112 §2.2: empty lines before the request line are ignored.
+    let request_line = lines
+        .by_ref()
+        .find(|l| !l.is_empty())
+        .ok_or(Malformed("empty request"))?;
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Malformed("malformed request line"));
+    };
+    if !is_token(method) {
+        return Err(Malformed("malformed method"));
+    }
+    if !(target.starts_with('/') || target == "*") || target.bytes().any(|b| b <= b' ') {
+        return Err(Malformed("malformed request target"));
+    }
+    let version = match version {
+        "HTTP/1.1" => Version::Http11,
+        "HTTP/1.0" => Version::Http10,
+        _ => return Err(Malformed("unsupported HTTP version")),
+    };
+    let mut headers = Vec::new();
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            return Err(Malformed("obsolete header line folding"));
+        }
+        let (name, value) = line
+            .split_once(':')
+            .ok_or(Malformed("header without ':'"))?;
+        if !is_token(name) {
+            return Err(Malformed("malformed header name"));
+        }
+        if headers.len() == MAX_HEADERS {
+            return Err(TooLarge);
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if value.bytes().any(|b| b < b' ' && b != b'\t' || b == 0x7f) {
+            return Err(Malformed("control character in a header value"));
+        }
+        headers.push((name.to_string(), value.to_string()));
+    }
+    Ok(Head {
+        method: method.to_string(),
+        target: target.to_string(),
+        version,
+        headers,
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        421 => "Misdirected Request",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+/// The bytes of a response: status line, `headers`, framing fields, then `body` unless
+/// `head_only` (an answer to HEAD). `close` adds `Connection: close`.
+pub fn response(
+    status: u16,
+    headers: &[(&'static str, String)],
+    body: &[u8],
+    head_only: bool,
+    close: bool,
+) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(160 + body.len());
+    let _ = write!(out, "HTTP/1.1 {status} {}\r\n", reason(status));
+    for (k, v) in headers {
+        let _ = write!(out, "{k}: {v}\r\n");
+    }
+    if status != 204 {
+        let _ = write!(out, "Content-Length: {}\r\n", body.len());
+    }
+    if close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;

@@ -1,0 +1,126 @@
+use super::*;
+
+fn head(text: &str) -> Result<Head, HeadError> {
+    parse_head(text.as_bytes())
+}
+
+#[test]
+fn head_end_is_found_across_reads_and_line_styles() {
+    let h = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nBODY";
+    assert_eq!(head_end(h, 0), Some(h.len() - 4));
+    for from in 0..h.len() - 4 {
+        assert_eq!(head_end(&h[..h.len() - 4], from), Some(h.len() - 4));
+    }
+    assert_eq!(head_end(b"GET / HTTP/1.1\nHost: x\n\nrest", 0), Some(24));
+    assert_eq!(head_end(b"GET / HTTP/1.1\r\nHost: x\r\n", 0), None);
+}
+
+#[test]
+fn a_head_parses_into_its_fields() {
+    let h =
+        head("\r\nPOST /mcp?x=1 HTTP/1.1\r\nHost: a:1\r\nX-A:  v \t\r\nhost: b\r\n\r\n").unwrap();
+    assert_eq!((h.method.as_str(), h.target.as_str()), ("POST", "/mcp?x=1"));
+    assert_eq!(h.version, Version::Http11);
+    assert_eq!(h.header("x-a"), Some("v"));
+    assert_eq!(h.header("HOST"), Some("a:1"));
+    assert_eq!(h.count("Host"), 2);
+    assert!(h.keep_alive());
+    let h10 = head("GET / HTTP/1.0\r\n\r\n").unwrap();
+    assert!(!h10.keep_alive());
+    assert!(
+        head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+            .unwrap()
+            .keep_alive()
+    );
+    assert!(
+        !head("GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap()
+            .keep_alive()
+    );
+}
+
+#[test]
+fn malformed_and_oversized_heads_are_refused() {
+    for bad in [
+        "GARBAGE\r\n\r\n",
+        "GET / HTTP/2.0\r\n\r\n",
+        "GET  / HTTP/1.1\r\n\r\n",
+        "GET http://x/ HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nNo colon\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Name: v\r\n\r\n",
+        "GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
+        "GET / HTTP/1.1\r\nA: b\x01c\r\n\r\n",
+    ] {
+        assert!(matches!(head(bad), Err(HeadError::Malformed(_))), "{bad:?}");
+    }
+    let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: v\r\n")).collect();
+    assert_eq!(
+        head(&format!("GET / HTTP/1.1\r\n{many}\r\n")),
+        Err(HeadError::TooLarge)
+    );
+    let long = "a".repeat(MAX_HEAD_BYTES);
+    assert_eq!(
+        head(&format!("GET / HTTP/1.1\r\nX: {long}\r\n\r\n")),
+        Err(HeadError::TooLarge)
+    );
+}
+
+#[test]
+fn body_framing_refuses_ambiguity() {
+    let f = |fields: &str| {
+        head(&format!("POST / HTTP/1.1\r\n{fields}\r\n"))
+            .unwrap()
+            .body()
+    };
+    assert_eq!(f(""), Ok(BodyFraming::None));
+    assert_eq!(f("Content-Length: 0\r\n"), Ok(BodyFraming::None));
+    assert_eq!(f("Content-Length: 12\r\n"), Ok(BodyFraming::Length(12)));
+    assert_eq!(
+        f("Content-Length: 12\r\nContent-Length: 12\r\n"),
+        Ok(BodyFraming::Length(12))
+    );
+    assert_eq!(
+        f("Content-Length: 99999999999999999999999\r\n"),
+        Ok(BodyFraming::Length(u64::MAX))
+    );
+    assert_eq!(
+        f("Transfer-Encoding: Chunked\r\n"),
+        Ok(BodyFraming::Chunked)
+    );
+    for bad in [
+        "Content-Length: 1\r\nContent-Length: 2\r\n",
+        "Content-Length: -1\r\n",
+        "Content-Length: 1 2\r\n",
+        "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n",
+    ] {
+        assert!(f(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn responses_carry_their_framing() {
+    let r = response(
+        200,
+        &[("Content-Type", "text/plain".into())],
+        b"ok\n",
+        false,
+        true,
+    );
+    assert_eq!(
+        String::from_utf8(r).unwrap(),
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\
+         Connection: close\r\n\r\nok\n"
+    );
+    let r = response(204, &[], b"", false, false);
+    assert_eq!(
+        String::from_utf8(r).unwrap(),
+        "HTTP/1.1 204 No Content\r\n\r\n"
+    );
+    let r = response(200, &[], b"ok", true, false);
+    assert!(
+        String::from_utf8(r)
+            .unwrap()
+            .ends_with("Content-Length: 2\r\n\r\n")
+    );
+}
