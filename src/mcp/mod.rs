@@ -1,9 +1,11 @@
 //! The MCP layer: protocol eras, lifecycle methods and tool dispatch over parsed
 //! JSON-RPC values. Transport-free: stdio and HTTP both call `Server::handle`.
 
+mod context;
 pub mod protocol;
 pub mod server;
 mod task_runner;
 pub mod tasks;
 
-pub use server::{CallContext, Server};
+pub use context::CallContext;
+pub use server::Server;

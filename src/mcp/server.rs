@@ -1,5 +1,6 @@
 //! `Server::handle`: one JSON-RPC request in, one response out. Shared by every transport.
 
+use super::context::{CallContext, Shared};
 use super::protocol::{self, META_SERVER_INFO};
 use super::tasks::{self, Augment};
 use crate::build_info;
@@ -10,8 +11,7 @@ use crate::session::SessionService;
 use crate::tasks::store::TaskStore;
 use crate::tasks::wire::{self, Dialect};
 use crate::tools::catalog;
-use crate::tools::policy::ToolPolicy;
-use crate::tools::{ToolContext, dispatch};
+use crate::tools::dispatch;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -27,83 +27,12 @@ const INSTRUCTIONS: &str = "winx gives you a durable shell and file tools. Call 
 unchanged on every later call. Read before editing; never repeat a rejected call unchanged: \
 follow the result's nextAction.";
 
-/// Who is calling and what they may use; built by the transport per request.
-pub struct CallContext<'a> {
-    pub principal: &'a str,
-    pub policy: &'a ToolPolicy,
-    pub affinity: crate::session::Affinity,
-    /// The transport's conversation identity (`Mcp-Session-Id`, `X-Winx-Conversation-Id`).
-    pub conversation: Option<&'a str>,
-}
-
 pub struct Server {
     shared: Arc<Shared>,
     /// `tools` arrays by served tool set.
     catalogs: parking_lot::Mutex<std::collections::HashMap<String, Value>>,
     instructions: String,
     tasks: Arc<TaskStore>,
-}
-
-/// What tool calls use, shared with task runner threads.
-pub(super) struct Shared {
-    sessions: SessionService,
-    coverage: crate::files::coverage::Coverage,
-    allow_paths: crate::files::policy::AllowPaths,
-    read_parallelism: usize,
-    runtime: Runtime,
-    redact: bool,
-    extra_instructions: Option<String>,
-}
-
-/// An owned `CallContext`, for work that outlives its request (a task runner).
-#[derive(Clone)]
-pub(super) struct OwnedCall {
-    pub principal: String,
-    pub policy: ToolPolicy,
-    pub affinity: crate::session::Affinity,
-    pub conversation: Option<String>,
-}
-
-impl OwnedCall {
-    pub fn of(ctx: &CallContext) -> OwnedCall {
-        OwnedCall {
-            principal: ctx.principal.to_string(),
-            policy: ctx.policy.clone(),
-            affinity: ctx.affinity,
-            conversation: ctx.conversation.map(str::to_string),
-        }
-    }
-
-    pub fn borrow(&self) -> CallContext<'_> {
-        CallContext {
-            principal: &self.principal,
-            policy: &self.policy,
-            affinity: self.affinity,
-            conversation: self.conversation.as_deref(),
-        }
-    }
-}
-
-impl Shared {
-    pub fn sessions(&self) -> &SessionService {
-        &self.sessions
-    }
-
-    pub fn tool_ctx<'a>(&'a self, ctx: &CallContext<'a>) -> ToolContext<'a> {
-        ToolContext {
-            sessions: &self.sessions,
-            runtime: &self.runtime,
-            principal: ctx.principal,
-            affinity: ctx.affinity,
-            conversation: ctx.conversation,
-            redact: self.redact,
-            coverage: &self.coverage,
-            allow_paths: &self.allow_paths,
-            read_parallelism: self.read_parallelism,
-            policy: ctx.policy,
-            extra_instructions: self.extra_instructions.as_deref(),
-        }
-    }
 }
 
 impl Server {

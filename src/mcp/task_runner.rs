@@ -4,7 +4,7 @@
 //! Invariant: at most one runner per task per process (`Task::claim_runner`), and every
 //! runner holds a `RunnerSlot`, so working tasks stay within `WINX_MAX_TASKS`.
 
-use super::server::{CallContext, OwnedCall, Shared};
+use super::context::{CallContext, OwnedCall, Shared};
 use crate::deadline::{Deadline, unix_ms};
 use crate::jsonrpc::{ErrorCode, RpcError};
 use crate::tasks::durable;

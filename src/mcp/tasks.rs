@@ -7,8 +7,8 @@
 //! Invariant: a task result is the `tools/call` result the request would have answered
 //! inline, envelope included.
 
+use super::context::{CallContext, OwnedCall, Shared};
 use super::protocol::META_CLIENT_CAPABILITIES;
-use super::server::{CallContext, OwnedCall, Shared};
 use super::task_runner;
 use crate::deadline::Deadline;
 use crate::jsonrpc::{ErrorCode, RpcError};
