@@ -1,6 +1,7 @@
-//! One client connection, on its own `http-conn` thread: read a bounded head, hand it to
-//! admission (`front.rs`), read a bounded body only for an admitted request, write the
-//! answer, and keep the connection for the next request or close it.
+//! One client connection's bounded I/O: read a bounded head (the `http-conn` loop in
+//! `listener.rs` hands it to admission, `front.rs`), read a bounded body only for an
+//! admitted request, write the answer, and keep the connection for the next request or
+//! close it. It knows nothing of admission or dispatch.
 //!
 //! Every read is bounded three ways: in bytes (a head stops at `MAX_HEAD_BYTES`, a body at
 //! the body cap, a chunk-size line at `MAX_CHUNK_LINE`), in time per read (the I/O
@@ -12,14 +13,12 @@
 //! a fixed buffer) at most `LINGER_BYTES` for at most `LINGER_TIME`, so the client can
 //! read the answer instead of a reset.
 
-use super::Shared;
 use super::reply::Reply;
 use super::routes;
 use super::wire::{self, BodyFraming, Head, HeadError, MAX_HEAD_BYTES};
 use crate::deadline::Deadline;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes asked of the socket per read.
@@ -49,7 +48,7 @@ pub struct Conn {
 }
 
 /// What reading a head produced.
-enum HeadRead {
+pub enum HeadRead {
     Head(Head),
     /// The client hung up, stayed idle past the I/O timeout, or stalled mid-head.
     Closed,
@@ -85,34 +84,22 @@ fn transient(e: &std::io::Error) -> bool {
     )
 }
 
-/// Serve one connection until it closes. Runs on its own `http-conn` thread.
-pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
-    let io_timeout = shared.cfg.io_timeout;
-    // Small answers go out at once; a failing setsockopt leaves the defaults in place.
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(io_timeout));
-    let mut conn = Conn {
-        stream,
-        buf: Vec::new(),
-        pos: 0,
-        io_timeout,
-        read_timeout: None,
-        peer,
-    };
-    loop {
-        match conn.read_head() {
-            HeadRead::Closed => return,
-            HeadRead::Refuse(reply) => return conn.finish(&reply, false),
-            HeadRead::Head(head) => {
-                if !super::front::serve(&shared, &mut conn, head) {
-                    return;
-                }
-            }
+impl Conn {
+    /// A connection with no bytes read yet; small answers go out at once (`TCP_NODELAY`).
+    pub fn new(stream: TcpStream, peer: SocketAddr, io_timeout: Duration) -> Conn {
+        // A failing setsockopt leaves the defaults in place.
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(io_timeout));
+        Conn {
+            stream,
+            buf: Vec::new(),
+            pos: 0,
+            io_timeout,
+            read_timeout: None,
+            peer,
         }
     }
-}
 
-impl Conn {
     fn unread(&self) -> &[u8] {
         &self.buf[self.pos..]
     }
@@ -143,7 +130,7 @@ impl Conn {
         got
     }
 
-    fn read_head(&mut self) -> HeadRead {
+    pub fn read_head(&mut self) -> HeadRead {
         let mut scanned = 0;
         let mut deadline: Option<Deadline> = None;
         loop {

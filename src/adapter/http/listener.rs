@@ -5,6 +5,7 @@
 //! writes one canned 503 without blocking and closes, so refusing costs no thread.
 
 use super::Shared;
+use super::conn::{Conn, HeadRead};
 use crate::deadline::Deadline;
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -92,7 +93,7 @@ fn accept(socket: TcpListener, shared: Arc<Shared>, cap: usize) {
             .stack_size(CONN_STACK)
             .spawn(move || {
                 let _guard = guard;
-                super::conn::serve(shared, stream, peer);
+                serve(shared, stream, peer);
             });
         if let Err(e) = spawned {
             // The closure (stream and guard) was dropped: the connection is closed.
@@ -105,5 +106,21 @@ fn accept(socket: TcpListener, shared: Arc<Shared>, cap: usize) {
 fn refuse(mut stream: TcpStream) {
     if stream.set_nonblocking(true).is_ok() {
         let _ = stream.write_all(OVER_CAPACITY);
+    }
+}
+
+/// Serve one connection until it closes. Runs on its own `http-conn` thread.
+fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    let mut conn = Conn::new(stream, peer, shared.cfg.io_timeout);
+    loop {
+        match conn.read_head() {
+            HeadRead::Closed => return,
+            HeadRead::Refuse(reply) => return conn.finish(&reply, false),
+            HeadRead::Head(head) => {
+                if !super::front::serve(&shared, &mut conn, head) {
+                    return;
+                }
+            }
+        }
     }
 }
