@@ -157,7 +157,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         ToolName::EditFiles => files::multi::edit_files(ctx, args),
         ToolName::UndoEdit => files::undo::call(ctx, args),
         ToolName::ContextSave => files::context::call(ctx, args),
-        ToolName::VerifyEdit => files::undo::verify_edit(ctx, args),
+        ToolName::VerifyEdit => files::verify::verify_edit(ctx, args),
         // `implemented()` is false for every other tool, so they never reach here.
         other => Err(ToolError::UnknownTool {
             name: other.as_str().into(),

@@ -3,24 +3,19 @@
 
 use super::coverage_key;
 use super::edit_error::EditFailure;
+use super::verify::{Verify, verify_after};
 use crate::deadline::unix_ms;
 use crate::edit::engine::{self, EditContext, FileEdit, PlanError};
-use crate::runtime::session_key;
 use crate::session::Binding;
 use crate::tools::ToolContext;
 use crate::tools::bash::action::Action;
-use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
+use crate::tools::envelope::{Envelope, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
-use crate::wire::guardian::{ProcessStatus, Request, Response, Wait};
 use parking_lot::Mutex;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::LazyLock;
-use std::time::Duration;
 
-/// Default and maximum wait of `verify_command` (seed 003).
-pub const VERIFY_DEFAULT_SECONDS: f64 = 15.0;
-pub const VERIFY_MAX_SECONDS: f64 = 60.0;
 /// SEARCH conflicts on one session and target before `recovery_exhausted`.
 const CONFLICTS_BEFORE_EXHAUSTED: u32 = 3;
 /// Window in which conflicts are counted (the mutation-receipt window of seed 003).
@@ -51,11 +46,6 @@ fn recover_locked(journal: &std::path::Path) {
 /// SEARCH conflicts per (session, path): how many, and when the last one happened.
 type ConflictCounts = HashMap<(String, String), (u32, i64)>;
 static CONFLICTS: LazyLock<Mutex<ConflictCounts>> = LazyLock::new(Default::default);
-
-pub struct Verify {
-    pub command: String,
-    pub seconds: f64,
-}
 
 /// Plan and commit `edits` for the caller under the mutation-receipt rules (`args` are the
 /// call's arguments, the receipt key); failures come back as finished results.
@@ -163,71 +153,4 @@ fn failure(tool: &str, session: &str, pair: &SessionPair, e: PlanError) -> ToolO
         }
     }
     f.into_output(tool, pair)
-}
-
-/// Run the check as a foreground command; a failing check keeps the committed edit.
-pub fn verify_after(
-    ctx: &ToolContext,
-    binding: &Binding,
-    pair: &SessionPair,
-    v: &Verify,
-    text: &mut String,
-    env: &mut Envelope,
-) {
-    let key = session_key(ctx.principal, &binding.thread_id);
-    let wait = Duration::from_secs_f64(v.seconds.clamp(0.0, VERIFY_MAX_SECONDS));
-    let req = Request::Run {
-        command: v.command.clone(),
-        background: false,
-        wait: Wait {
-            timeout_ms: wait.as_millis() as u64,
-            settle_ms: None,
-        },
-    };
-    let outcome = match ctx.runtime.attach(&key) {
-        Some(e) => e.client.call(&req, wait).map_err(|e| e.to_string()),
-        None => Err("no live shell for this session; reset it with Initialize reset_shell".into()),
-    };
-    let rerun = NextAction {
-        tool: "VerifyEdit".into(),
-        instruction: "Rerun only the check after corrective changes.".into(),
-        arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
-                          "verify_command": v.command, "verify_wait_for_seconds": v.seconds}),
-    };
-    match outcome {
-        Ok(Response::Action(r)) => {
-            let shown = crate::tools::bash::render::action(ctx, &key, pair, "verify", r.clone());
-            text.push_str("\n# verify_command\n");
-            text.push_str(&shown.text);
-            env.data["verification"] = shown.envelope.data.clone();
-            match (r.state.process_status, r.state.exit_code) {
-                (ProcessStatus::Exited, Some(0)) => {}
-                (ProcessStatus::Running, _) => {
-                    env.status = Status::Running;
-                    env.next_action = shown.envelope.next_action;
-                }
-                _ => {
-                    env.status = Status::CompletedWithIssues;
-                    env.error_code = Some("verification_failed");
-                    env.message = format!(
-                        "{}; verification failed (exit {:?})",
-                        env.message, r.state.exit_code
-                    );
-                    env.next_action = Some(rerun);
-                }
-            }
-        }
-        Ok(Response::Error(e)) => {
-            env.status = Status::CompletedWithIssues;
-            env.error_code = Some("verification_failed");
-            env.message = format!("{}; verification could not run: {e:?}", env.message);
-            env.next_action = Some(rerun);
-        }
-        Ok(_) | Err(_) => {
-            env.status = Status::CompletedWithIssues;
-            env.error_code = Some("verification_failed");
-            env.message = format!("{}; verification could not run", env.message);
-            env.next_action = Some(rerun);
-        }
-    }
 }

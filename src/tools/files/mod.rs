@@ -8,6 +8,7 @@ pub mod multi;
 pub mod read_files;
 pub mod receipts;
 pub mod undo;
+pub mod verify;
 pub mod write;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,8 @@
 
 use super::absolute;
 use super::edits;
-use super::write::{looks_like_blocks, verify_args};
+use super::verify::verify_args;
+use super::write::looks_like_blocks;
 use crate::edit::engine::{FileEdit, Op};
 use crate::edit::line_patch::Patch;
 use crate::session::Binding;

@@ -2,12 +2,11 @@
 //! session in memory (bounded), restored only if the files are still exactly as the edit
 //! left them.
 
-use super::edits::Verify;
 use crate::edit::atomic;
 use crate::edit::engine::{MAX_EDIT_FILE_BYTES, Planned, revision};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
-use crate::tools::error::{SessionPair, ToolError};
+use crate::tools::error::ToolError;
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -130,43 +129,4 @@ fn refusal(message: &str) -> ToolOutput {
         text: format!("Error (undo_refused): {message}"),
         envelope: env,
     }
-}
-
-/// `VerifyEdit`: rerun only the check of an earlier edit.
-pub fn verify_edit(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let (_, binding) = crate::tools::session_args(
-        ctx,
-        map,
-        &[
-            "thread_id",
-            "workspace_root",
-            "verify_command",
-            "verify_wait_for_seconds",
-        ],
-    )?;
-    let Some(v): Option<Verify> = super::write::verify_args(map)? else {
-        return Err(ToolError::InvalidInput {
-            detail: "verify_command is required".into(),
-        });
-    };
-    let act = crate::tools::bash::action::Action::Command {
-        command: v.command.clone(),
-        background: false,
-    };
-    crate::tools::bash::enforce_mode(&binding, &act, false)?;
-    let pair = SessionPair {
-        thread_id: binding.thread_id.clone(),
-        workspace_root: binding.workspace_str(),
-    };
-    let mut text = String::new();
-    let mut env = Envelope::completed("VerifyEdit", "VerifyEdit: check passed", json!({}));
-    super::edits::verify_after(ctx, &binding, &pair, &v, &mut text, &mut env);
-    if env.error_code == Some("verification_failed") {
-        env.message = "VerifyEdit: check failed".into();
-    }
-    Ok(ToolOutput {
-        images: Vec::new(),
-        text,
-        envelope: env,
-    })
 }

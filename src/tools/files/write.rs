@@ -1,10 +1,10 @@
 //! `FileWriteOrEdit`: one file, whole content or SEARCH/REPLACE blocks.
 
 use super::absolute;
-use super::edits::{self, VERIFY_DEFAULT_SECONDS, Verify};
+use super::edits;
+use super::verify::verify_args;
 use crate::edit::engine::{FileEdit, Op};
 use crate::tools::ToolContext;
-use crate::tools::args::Args;
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value};
@@ -24,30 +24,6 @@ const FIELDS: &[&str] = &[
 pub fn looks_like_blocks(text: &str) -> bool {
     text.lines()
         .any(|l| l.trim_end().starts_with("<<<<<<<") && l.contains("SEARCH"))
-}
-
-/// `verify_command` and `verify_wait_for_seconds`, shared by the edit tools.
-pub fn verify_args(map: &Map<String, Value>) -> Result<Option<Verify>, ToolError> {
-    let a = Args { map };
-    let Some(command) = a
-        .opt_str("verify_command")?
-        .filter(|c| !c.trim().is_empty())
-    else {
-        return Ok(None);
-    };
-    let seconds = match map.get("verify_wait_for_seconds") {
-        None | Some(Value::Null) => VERIFY_DEFAULT_SECONDS,
-        Some(v) => v
-            .as_f64()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .ok_or_else(|| ToolError::InvalidInput {
-                detail: "verify_wait_for_seconds must be a number 0..=60".into(),
-            })?,
-    };
-    Ok(Some(Verify {
-        command: command.to_string(),
-        seconds,
-    }))
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
