@@ -122,3 +122,85 @@ fn only_the_adapter_and_jsonrpc_know_the_wire() {
         }
     }
 }
+
+#[path = "layers/mod.rs"]
+mod layers;
+
+fn src_graph()
+-> std::collections::BTreeMap<layers::Module, std::collections::BTreeSet<layers::Module>> {
+    layers::graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// Imports run down the layer order only: a top-level module never imports one of its own
+/// layer or a higher one, so no circle between top-level modules can form.
+#[test]
+fn imports_follow_the_layer_order() {
+    let mut wrong = Vec::new();
+    for (from, targets) in src_graph() {
+        let Some(top) = from.first() else { continue };
+        let Some(mine) = layers::layer_of(top) else {
+            wrong.push(format!(
+                "{top} has no layer in docs/architecture.md (Layers)"
+            ));
+            continue;
+        };
+        for to in targets.iter().filter(|t| t[0] != *top) {
+            match layers::layer_of(&to[0]) {
+                Some(theirs) if theirs < mine => {}
+                _ => wrong.push(format!(
+                    "{} imports {}: {} may import only lower layers",
+                    from.join("/"),
+                    to.join("/"),
+                    top
+                )),
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(
+        wrong.is_empty(),
+        "imports against the layer order:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Inside a top-level module too, files form no import circle.
+#[test]
+fn no_import_circle_between_files() {
+    let circles: Vec<String> = layers::circles(&src_graph())
+        .into_iter()
+        .map(|c| {
+            let mut names: Vec<String> = c.iter().map(|m| m.join("/")).collect();
+            names.sort();
+            names.join(" <-> ")
+        })
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The layer diagram in docs/architecture.md is the one the test enforces.
+#[test]
+fn the_documented_layers_are_the_enforced_ones() {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let block = doc
+        .split("<!-- layers -->")
+        .nth(1)
+        .expect("docs/architecture.md has a <!-- layers --> block");
+    let documented: Vec<Vec<&str>> = block
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('L'))
+        .map(|l| l.split_whitespace().skip(1).collect())
+        .collect();
+    let enforced: Vec<Vec<&str>> = layers::LAYERS.iter().map(|l| l.to_vec()).rev().collect();
+    assert_eq!(
+        documented, enforced,
+        "docs/architecture.md's layer block is out of date"
+    );
+}
