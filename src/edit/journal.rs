@@ -10,6 +10,8 @@
 //! forward never publishes partial content.
 //! Invariant: an intent of a live process is never touched (its pid and start time are
 //! recorded and checked).
+//! Invariant: recovery finishes an intent under the locks of all its targets
+//! (`edit::lock`), so it never races a live commit of the same files.
 
 use crate::files::read::revision_of;
 use serde::{Deserialize, Serialize};
@@ -70,9 +72,30 @@ pub fn write(dir: &Path, intent: &Intent) -> std::io::Result<PathBuf> {
 
 /// The commit finished: its intent is no longer needed.
 pub fn done(path: &Path) {
-    if let Err(e) = fs::remove_file(path) {
-        log::warn!("commit intent {} not removed: {e}", path.display());
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            log::warn!("commit intent {} not removed: {e}", path.display());
+        }
+        _ => {}
     }
+}
+
+/// Every intent file in `dir`.
+fn intent_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect()
+}
+
+fn read_intent(path: &Path) -> Option<Intent> {
+    fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
 }
 
 /// This process, as an intent records it.
@@ -84,29 +107,31 @@ fn writer_alive(intent: &Intent) -> bool {
     crate::process::is_running(intent.pid, intent.started)
 }
 
-/// Finish every commit in `dir` whose writer is gone. Unreadable intents are left for an
-/// operator (and logged); nothing is ever guessed.
-pub fn recover(dir: &Path) -> Vec<Outcome> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
+/// Finish every commit in `dir` whose writer is gone, each under the locks of its
+/// targets in `locks` (taken one intent at a time: the caller holds no lock). Unreadable
+/// intents are left for an operator (and logged); nothing is ever guessed.
+pub fn recover(dir: &Path, locks: &Path) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
-    for e in entries.flatten() {
-        let path = e.path();
-        if path.extension().is_none_or(|x| x != "json") {
+    for path in intent_files(dir) {
+        let Some(intent) = read_intent(&path) else {
+            if path.exists() {
+                log::warn!("unreadable commit intent {}; left in place", path.display());
+            }
+            continue;
+        };
+        if writer_alive(&intent) {
             continue;
         }
-        let intent: Intent = match fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-        {
-            Some(i) => i,
-            None => {
-                log::warn!("unreadable commit intent {}; left in place", path.display());
+        let targets: Vec<PathBuf> = intent.entries.iter().map(|e| e.target.clone()).collect();
+        let _held = match super::lock::lock_all(locks, &targets) {
+            Ok(h) => h,
+            Err(e) => {
+                log::warn!("commit intent {} not recovered: {e:?}", path.display());
                 continue;
             }
         };
-        if writer_alive(&intent) {
+        // Another process may have finished it while we waited for the locks.
+        if !path.exists() {
             continue;
         }
         for entry in &intent.entries {
@@ -196,7 +221,7 @@ mod tests {
         };
         let jdir = state.path().join("commits");
         let written = write(&jdir, &intent).unwrap();
-        let outcomes = recover(&jdir);
+        let outcomes = recover(&jdir, &state.path().join("locks"));
         assert_eq!(
             outcomes,
             [
@@ -238,12 +263,12 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(recover(&jdir).is_empty());
+        assert!(recover(&jdir, &state.path().join("locks")).is_empty());
         assert_eq!(fs::read_to_string(&e.target).unwrap(), "old");
         assert!(e.tmp.exists() && written.exists());
         // An unreadable intent is left in place too.
         fs::write(jdir.join("commit-junk.json"), b"{not json").unwrap();
-        assert!(recover(&jdir).is_empty());
+        assert!(recover(&jdir, &state.path().join("locks")).is_empty());
         assert!(jdir.join("commit-junk.json").exists());
     }
 }

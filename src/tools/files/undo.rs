@@ -75,6 +75,13 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             "no edit of this session to undo (checkpoints live in this adapter's memory)",
         ));
     };
+    // Under the files' edit locks (after the checkpoint mutex: edits record checkpoints
+    // only once their locks are released), so no commit lands between check and write.
+    let paths: Vec<PathBuf> = stack[idx].iter().map(|f| f.path.clone()).collect();
+    let _held = match crate::edit::lock::lock_all(&super::edits::lock_dir(ctx), &paths) {
+        Ok(h) => h,
+        Err(e) => return Ok(refusal(&format!("undo refused: {}", e.detail))),
+    };
     // Refuse if any file changed since the edit: never overwrite newer work.
     for f in &stack[idx] {
         let now = std::fs::read(&f.path).ok();
