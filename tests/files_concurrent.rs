@@ -1,13 +1,15 @@
-//! Edits from several adapters at once through the real binary: no acknowledged edit is
-//! ever lost.
+//! Edits from several adapters at once, and adapters killed mid-commit, through the real
+//! binary: no acknowledged edit is ever lost, and a crashed writer's temp files do not
+//! outlive it.
 
 mod support;
 
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
-use support::{Agent, Opts};
+use std::time::{Duration, Instant};
+use support::{Agent, HARD_TIMEOUT, Opts};
 
 fn sc(r: &Value) -> &Value {
     &r["structuredContent"]
@@ -117,4 +119,88 @@ fn two_adapters_editing_one_file_never_lose_an_acknowledged_edit() {
         "unexpected refusals: {refused:?}"
     );
     assert!(!acked.is_empty());
+}
+
+/// Adapters killed with SIGKILL while committing a multi-file edit.
+const CRASHES: usize = 8;
+/// Files per killed commit: each is a synced temp file, so staging takes long enough to
+/// be caught in the middle.
+const FILES_PER_EDIT: usize = 24;
+
+/// Our temp files in `dir`.
+fn temps(dir: &Path) -> BTreeSet<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with('.') && n.contains(".winx-") && n.ends_with(".tmp")
+        })
+        .collect()
+}
+
+/// Start a `FILES_PER_EDIT`-file `MultiFileEdit` in `dir` and SIGKILL the adapter as soon
+/// as one of its temp files appears (mid-commit). An edit that finishes before that is
+/// followed by another, so every crash lands inside a commit.
+fn crash_mid_commit(a: &mut Agent, s: &Value, dir: &Path, round: usize) {
+    let body = "x".repeat(48 * 1024);
+    let before = temps(dir);
+    let deadline = Instant::now() + HARD_TIMEOUT;
+    for attempt in 0.. {
+        let edits: Vec<Value> = (0..FILES_PER_EDIT)
+            .map(|j| {
+                json!({"file_path": format!("src/gen-{round}-{attempt}-{j}.txt"),
+                            "text_or_search_replace_blocks": body})
+            })
+            .collect();
+        let id = a.fresh_id();
+        a.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "MultiFileEdit", "arguments": pair_args(s, json!({"edits": edits}))}}));
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "no commit was caught in progress"
+            );
+            if temps(dir).difference(&before).next().is_some() {
+                a.kill9();
+                return;
+            }
+            if a.recv_within(Duration::ZERO).is_some() {
+                break; // finished before a temp file was seen: try again
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn temp_files_of_killed_adapters_are_removed_by_the_next_commit_in_their_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let (state, ws) = (root.path().join("state"), root.path().join("project"));
+    let dir = ws.join("src");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut left = BTreeSet::new();
+    for round in 0..=CRASHES {
+        let mut a = adapter(&state, &ws);
+        let s = a.first_call();
+        // Every earlier adapter is dead (killed and reaped): after this adapter's first
+        // commit in the directory, no temp file may be left there.
+        let r = edit(&mut a, &s, &format!("src/check-{round}.txt"), "checked\n");
+        assert_eq!(sc(&r)["status"], "completed", "{r}");
+        left.extend(temps(&dir));
+        if round < CRASHES {
+            crash_mid_commit(&mut a, &s, &dir, round);
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "after {CRASHES} adapters killed mid-commit, the next commits left {} temp files of \
+         dead writers: {left:?}",
+        left.len()
+    );
+    let intents = std::fs::read_dir(state.join("commits"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(intents, 0, "commit intents of dead writers were left");
 }

@@ -341,8 +341,9 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), CommitE
     dirs.sort();
     dirs.dedup();
     for d in dirs {
-        // A commit that died between staging and renaming left its temp files here.
-        atomic::sweep_stale(d);
+        // Commits that died here left their temp files behind; those a pending intent
+        // names are left for its recovery.
+        journal::sweep_abandoned(d, journal);
     }
     result.map_err(CommitError::Partial)
 }

@@ -10,6 +10,8 @@
 //! forward never publishes partial content.
 //! Invariant: an intent of a live process is never touched (its pid and start time are
 //! recorded and checked).
+//! Invariant: a temp file a pending intent names is removed only by that intent's
+//! recovery, never by a sweep (`sweep_abandoned`), so recovery can always roll forward.
 //! Invariant: recovery finishes an intent under the locks of all its targets
 //! (`edit::lock`), so it never races a live commit of the same files.
 
@@ -98,6 +100,30 @@ fn read_intent(path: &Path) -> Option<Intent> {
         .and_then(|b| serde_json::from_slice(&b).ok())
 }
 
+/// Temp files named by any intent in `journal` (pending or unreadable: an unreadable
+/// intent names nothing we can see, so it protects nothing).
+fn pending_temps(journal: &Path) -> std::collections::HashSet<PathBuf> {
+    intent_files(journal)
+        .iter()
+        .filter_map(|p| read_intent(p))
+        .flat_map(|i| i.entries.into_iter().map(|e| e.tmp))
+        .collect()
+}
+
+/// Remove the abandoned temp files in `dir` (`atomic::abandoned_temps`: a dead writer's
+/// at once, others after an hour), except those a pending intent in `journal` names.
+/// Returns how many were removed.
+pub fn sweep_abandoned(dir: &Path, journal: Option<&Path>) -> usize {
+    let mut found = super::atomic::abandoned_temps(dir);
+    // Intents are read only after their writers were found dead: a dead writer writes
+    // no more intents, so none naming these files can appear after this read.
+    if let (false, Some(j)) = (found.is_empty(), journal) {
+        let keep = pending_temps(j);
+        found.retain(|t| !keep.contains(t));
+    }
+    super::atomic::remove_temps(&found)
+}
+
 /// This process, as an intent records it.
 pub fn this_process() -> (u32, u64) {
     crate::process::this_process()
@@ -142,10 +168,14 @@ pub fn recover(dir: &Path, locks: &Path) -> Vec<Outcome> {
             .iter()
             .filter_map(|e| e.target.parent())
             .collect();
-        for d in dirs {
+        for d in &dirs {
             let _ = super::atomic::sync_dir(d);
         }
         done(&path);
+        // The dead writer may have left other temp files beside its targets.
+        for d in dirs {
+            sweep_abandoned(d, Some(dir));
+        }
     }
     outcomes
 }
@@ -270,5 +300,38 @@ mod tests {
         fs::write(jdir.join("commit-junk.json"), b"{not json").unwrap();
         assert!(recover(&jdir, &state.path().join("locks")).is_empty());
         assert!(jdir.join("commit-junk.json").exists());
+    }
+
+    #[test]
+    fn a_sweep_leaves_the_temp_files_of_pending_intents_to_their_recovery() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let d = ws.path();
+        // A dead writer's temp files: one its pending intent names, one it was staging
+        // for a commit that never got an intent.
+        let named = d.join(".a.txt.winx-2147483647-1-0000000000000000.tmp");
+        let stray = d.join(".b.txt.winx-2147483647-1-1111111111111111.tmp");
+        fs::write(&named, "new").unwrap();
+        fs::write(&stray, "lost").unwrap();
+        fs::write(d.join("a.txt"), "old").unwrap();
+        let jdir = state.path().join("commits");
+        let entry = Entry {
+            target: d.join("a.txt"),
+            tmp: named.clone(),
+            old_revision: Some(revision_of(b"old")),
+            new_revision: revision_of(b"new"),
+        };
+        let intent = Intent {
+            pid: 0x7fff_ffff,
+            started: 1,
+            entries: vec![entry],
+        };
+        write(&jdir, &intent).unwrap();
+        assert_eq!(sweep_abandoned(d, Some(&jdir)), 1);
+        assert!(named.exists() && !stray.exists());
+        // Recovery still finds what it needs to roll the commit forward.
+        let outcomes = recover(&jdir, &state.path().join("locks"));
+        assert_eq!(outcomes, [Outcome::RolledForward(d.join("a.txt"))]);
+        assert_eq!(fs::read_to_string(d.join("a.txt")).unwrap(), "new");
     }
 }
