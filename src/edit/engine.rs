@@ -348,12 +348,30 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), CommitE
     result.map_err(CommitError::Partial)
 }
 
+/// The bytes of the regular file at `path` (canonical: a symlink there now is an error),
+/// without ever blocking on a FIFO swapped in since planning (edit locks are held here).
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// `Some` when `p`'s target no longer holds the bytes it was planned from.
 fn changed_since_planned(p: &Planned) -> Option<CommitError> {
-    let now = match std::fs::read(&p.path) {
+    let now = match read_regular(&p.path) {
         Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        // Unreadable now: renaming over it would hide whatever happened.
+        // Unreadable or no longer a regular file: renaming over it would hide whatever
+        // happened.
         Err(_) => Some(Vec::new()),
     };
     let same = match &now {
