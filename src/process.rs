@@ -12,6 +12,21 @@ pub fn is_running(pid: u32, started: u64) -> bool {
     stat(pid).is_some_and(|(state, t)| t == started && state != 'Z' && state != 'X')
 }
 
+/// Whether the process that had identity (`pid`, `started`) is provably gone: its pid is
+/// free, taken by another process (another start time), or a zombie. When `/proc` hides
+/// the pid (another user's process under `hidepid`) it is gone only if `kill(pid, 0)`
+/// says no such process: an unknown writer is presumed alive.
+pub fn is_gone(pid: u32, started: u64) -> bool {
+    match stat(pid) {
+        Some((state, t)) => t != started || state == 'Z' || state == 'X',
+        None => i32::try_from(pid).is_ok_and(|p| {
+            p > 0
+                && nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None)
+                    == Err(nix::errno::Errno::ESRCH)
+        }),
+    }
+}
+
 fn start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|(_, t)| t)
 }
@@ -40,6 +55,8 @@ mod tests {
             "a reused pid is another process"
         );
         assert!(!is_running(0x7fff_ffff, 1));
+        assert!(!is_gone(pid, started) && is_gone(pid, started + 1));
+        assert!(is_gone(0x7fff_ffff, 1));
         // A killed child is a zombie until reaped: not running.
         let mut child = std::process::Command::new("sleep")
             .arg("60")
@@ -54,6 +71,8 @@ mod tests {
             std::thread::yield_now();
         }
         assert!(!is_running(cpid, cstart));
+        assert!(is_gone(cpid, cstart), "a zombie is gone");
         child.wait().unwrap();
+        assert!(is_gone(cpid, cstart), "a reaped pid is gone");
     }
 }

@@ -10,10 +10,21 @@ use std::path::{Path, PathBuf};
 /// Mode of files the edit engine creates.
 pub const NEW_FILE_MODE: u32 = 0o644;
 
+/// This process as temp file names record it (pid, start time); `None` without `/proc`.
+fn writer() -> Option<(u32, u64)> {
+    static WRITER: std::sync::OnceLock<Option<(u32, u64)>> = std::sync::OnceLock::new();
+    *WRITER.get_or_init(|| Some(crate::process::this_process()).filter(|(_, t)| *t > 0))
+}
+
+/// `.<name>.winx-<pid>-<start time>-<16 hex>.tmp`: the writer's identity lets the next
+/// commit in the directory remove the file as soon as that writer is dead.
 fn temp_path(target: &Path) -> PathBuf {
     let mut rnd = [0u8; 8];
     let _ = getrandom::fill(&mut rnd);
-    let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    let mut tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    if let Some((pid, started)) = writer() {
+        tag = format!("{pid}-{started}-{tag}");
+    }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -92,7 +103,7 @@ pub fn stage(target: &Path, bytes: &[u8]) -> std::io::Result<Staged> {
 
 #[path = "atomic_at.rs"]
 mod at;
-pub use at::{At, remove_at, stage_at, sweep_stale_at, sync_dir_at, write_at};
+pub use at::{At, remove_at, stage_at, sync_dir_at, write_at};
 
 /// Make renames in `dir` durable.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
@@ -100,50 +111,94 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// A temp file older than this was left by a commit that died (one takes milliseconds).
+/// Applies to temp files whose writer is alive or unknown (names without a writer).
 pub const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Most directory entries looked at by one sweep (huge directories stay cheap to edit in).
 const SWEEP_SCAN_LIMIT: usize = 10_000;
 
-/// Whether `name` is one of our temp files: `.<target>.winx-<16 hex>.tmp`.
-fn is_temp_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
-        return false;
-    };
-    rest.rsplit_once(".winx-").is_some_and(|(target, tag)| {
-        !target.is_empty() && tag.len() == 16 && tag.bytes().all(|b| b.is_ascii_hexdigit())
-    })
+/// One of our temp files, by its name.
+#[derive(Debug, PartialEq, Eq)]
+enum TempName {
+    /// `.<target>.winx-<16 hex>.tmp` (written before names recorded their writer).
+    Anonymous,
+    /// `.<target>.winx-<pid>-<start time>-<16 hex>.tmp`.
+    Writer { pid: u32, started: u64 },
 }
 
-/// Remove temp files in `dir` that a crashed commit left behind (older than
-/// `STALE_TEMP_AGE`); fresh ones may belong to a commit in progress and stay. Returns how
-/// many were removed.
-pub fn sweep_stale(dir: &Path) -> usize {
+fn parse_temp_name(name: &str) -> Option<TempName> {
+    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (target, tag) = rest.rsplit_once(".winx-")?;
+    let hex16 = |t: &str| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit());
+    if target.is_empty() {
+        return None;
+    }
+    if hex16(tag) {
+        return Some(TempName::Anonymous);
+    }
+    let mut parts = tag.splitn(3, '-');
+    let number = |p: Option<&str>| {
+        p.filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|d| d.parse::<u64>().ok())
+    };
+    let pid = u32::try_from(number(parts.next())?).ok()?;
+    let started = number(parts.next())?;
+    hex16(parts.next()?).then_some(TempName::Writer { pid, started })
+}
+
+/// Temp files in `dir` that no commit in progress will publish: those whose recorded
+/// writer is provably dead (`process::is_gone`), at once, and any other older than
+/// `STALE_TEMP_AGE`. A multi-file commit's pending intent may still name one of them
+/// (`edit::journal` keeps those for its recovery).
+pub fn abandoned_temps(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
+        return Vec::new();
     };
     let now = std::time::SystemTime::now();
-    let mut removed = 0;
+    let mut found = Vec::new();
     for e in entries.flatten().take(SWEEP_SCAN_LIMIT) {
-        let name = e.file_name();
-        if !is_temp_name(&name.to_string_lossy()) {
+        let Some(kind) = parse_temp_name(&e.file_name().to_string_lossy()) else {
             continue;
+        };
+        let Some(meta) = e.metadata().ok().filter(|m| m.is_file()) else {
+            continue;
+        };
+        let dead = match kind {
+            TempName::Writer { pid, started } => crate::process::is_gone(pid, started),
+            TempName::Anonymous => false,
+        };
+        let old = || {
+            meta.modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > STALE_TEMP_AGE)
+        };
+        if dead || old() {
+            found.push(e.path());
         }
-        let stale = e
-            .metadata()
-            .ok()
-            .filter(|m| m.is_file())
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age > STALE_TEMP_AGE);
-        if stale && fs::remove_file(e.path()).is_ok() {
+    }
+    found
+}
+
+/// Remove `abandoned` temp files (see `abandoned_temps`); returns how many went.
+pub fn remove_temps(abandoned: &[PathBuf]) -> usize {
+    let mut removed = 0;
+    for path in abandoned {
+        if fs::remove_file(path).is_ok() {
             log::info!(
                 "removed a temp file left by an interrupted commit: {}",
-                e.path().display()
+                path.display()
             );
             removed += 1;
         }
     }
     removed
+}
+
+/// Remove temp files in `dir` that crashed commits left behind (`abandoned_temps`);
+/// fresh ones of live writers may belong to a commit in progress and stay. Returns how
+/// many were removed.
+pub fn sweep_stale(dir: &Path) -> usize {
+    remove_temps(&abandoned_temps(dir))
 }
 
 /// Replace `target` with `bytes` atomically, keeping its permissions.
@@ -193,10 +248,15 @@ mod tests {
         };
         make(".f.txt.winx-0123456789abcdef.tmp", true); // a crashed commit's: removed
         make(".g.txt.winx-fedcba9876543210.tmp", false); // in progress: kept
+        let (pid, started) = crate::process::this_process();
+        let live = format!(".l.txt.winx-{pid}-{started}-0123456789abcdef.tmp");
+        make(&live, false); // a live writer's, fresh: kept
+        make(".d.txt.winx-2147483647-1-0123456789abcdef.tmp", false); // a dead writer's: removed
+        make(".e.txt.winx-2147483647--0123456789abcdef.tmp", false); // malformed: kept
         make(".h.winx-0123.tmp", true); // not our name shape: kept
         make("notes.winx-0123456789abcdef.tmp", true); // not hidden: kept
         make("f.txt", true);
-        assert_eq!(sweep_stale(d), 1);
+        assert_eq!(sweep_stale(d), 2);
         let mut left: Vec<String> = fs::read_dir(d)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -205,15 +265,24 @@ mod tests {
         assert_eq!(
             left,
             [
+                ".e.txt.winx-2147483647--0123456789abcdef.tmp",
                 ".g.txt.winx-fedcba9876543210.tmp",
                 ".h.winx-0123.tmp",
+                live.as_str(),
                 "f.txt",
                 "notes.winx-0123456789abcdef.tmp"
             ]
         );
-        // Our own temp names are recognised.
+        // Our own temp names are recognised, with this process as their writer.
         let t = temp_path(&d.join("x.rs"));
-        assert!(is_temp_name(&t.file_name().unwrap().to_string_lossy()));
+        assert_eq!(
+            parse_temp_name(&t.file_name().unwrap().to_string_lossy()),
+            Some(TempName::Writer { pid, started })
+        );
+        assert_eq!(
+            parse_temp_name(".a.winx-0123456789abcdef.tmp"),
+            Some(TempName::Anonymous)
+        );
     }
 
     #[test]

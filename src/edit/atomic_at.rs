@@ -3,9 +3,8 @@
 //! renamed over the target with `renameat` in that same directory, so a directory swapped
 //! for a symlink after the path was resolved can never redirect the write elsewhere.
 
-use super::{NEW_FILE_MODE, STALE_TEMP_AGE, SWEEP_SCAN_LIMIT, Staged, is_temp_name, temp_path};
+use super::{NEW_FILE_MODE, Staged, temp_path};
 use crate::files::beneath::Entry;
-use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
@@ -91,59 +90,6 @@ pub fn sync_dir_at(entry: &Entry) -> std::io::Result<()> {
     Ok(nix::unistd::fsync(&*entry.dir()?)?)
 }
 
-/// `sweep_stale` within the directory of `entry`: only regular files named like our temp
-/// files and older than `STALE_TEMP_AGE` are removed, by name within that directory.
-pub fn sweep_stale_at(entry: &Entry) -> usize {
-    let Ok(dir) = entry.dir() else {
-        return 0;
-    };
-    let Ok(mut listing) = nix::dir::Dir::openat(
-        &*dir,
-        ".",
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    ) else {
-        return 0;
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs() as i64;
-    let stale: Vec<OsString> = listing
-        .iter()
-        .flatten()
-        .take(SWEEP_SCAN_LIMIT)
-        .map(|e| {
-            OsString::from(
-                std::os::unix::ffi::OsStrExt::from_bytes(e.file_name().to_bytes())
-                    as &std::ffi::OsStr,
-            )
-        })
-        .filter(|n| is_temp_name(&n.to_string_lossy()))
-        .filter(|n| {
-            fstatat(&*dir, n.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
-                SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
-                    && now - st.st_mtime > STALE_TEMP_AGE.as_secs() as i64
-            })
-        })
-        .collect();
-    let mut removed = 0;
-    for n in stale {
-        match unlinkat(&*dir, n.as_os_str(), UnlinkatFlags::NoRemoveDir) {
-            Ok(()) => {
-                log::info!(
-                    "removed a temp file left by an interrupted commit: {}",
-                    entry.path.with_file_name(&n).display()
-                );
-                removed += 1;
-            }
-            Err(Errno::ENOENT) => {}
-            Err(e) => log::warn!("cannot remove stale temp file {n:?}: {e}"),
-        }
-    }
-    removed
-}
-
 /// `write` within the directory of `entry`: stage, rename, sync.
 pub fn write_at(entry: &Entry, bytes: &[u8]) -> std::io::Result<()> {
     stage_at(entry, bytes)?.publish()?;
@@ -186,6 +132,5 @@ mod tests {
         );
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
         assert_eq!(fs::read_dir(base.join("moved")).unwrap().count(), 1);
-        assert_eq!(sweep_stale_at(&entry), 0);
     }
 }

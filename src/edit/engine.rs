@@ -3,6 +3,10 @@
 //!
 //! Invariant: if any file fails to plan, nothing is written. A failure after some renames
 //! is reported as a partial commit naming what was committed and what was left untouched.
+//! Invariant: a target is renamed over only while it still holds the bytes it was planned
+//! from (checked after staging, right before the renames); the caller holds the targets'
+//! `edit::lock` locks from before `plan` until `commit` returns, so no other winx commit
+//! can slip in between.
 
 use super::atomic;
 use super::journal;
@@ -101,6 +105,19 @@ pub struct PartialCommit {
     pub failed: PathBuf,
     pub untouched: Vec<PathBuf>,
     pub detail: String,
+}
+
+/// Why a commit did not complete.
+#[derive(Debug)]
+pub enum CommitError {
+    /// A target no longer holds what it was planned from (changed by a writer outside
+    /// winx's locks after planning); nothing was written. `lines` is its length now.
+    Changed {
+        path: PathBuf,
+        now: Option<String>,
+        lines: usize,
+    },
+    Partial(PartialCommit),
 }
 
 /// What the engine needs to know about the caller.
@@ -330,14 +347,15 @@ fn renumber(e: MatchError, block_index: usize) -> MatchError {
 }
 
 /// Commit planned files: every new content is first written to a synced temp file (a
-/// failure there leaves every target untouched), then each is renamed over its target in
-/// order, then each directory is synced once and swept of temp files that earlier,
-/// crashed commits left there.
+/// failure there leaves every target untouched), then every target is checked to still
+/// hold what it was planned from (`CommitError::Changed` otherwise, nothing written), then
+/// each is renamed over its target in order, then each directory is synced once and swept
+/// of temp files that earlier, crashed commits left there.
 ///
 /// With `journal` (a state directory), a commit of several files writes an intent there
 /// between staging and renaming (`edit::journal`), so a crash during the renames is
 /// finished by the next process instead of leaving some files edited and others not.
-pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), PartialCommit> {
+pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), CommitError> {
     let mut staged = Vec::with_capacity(planned.len());
     for p in planned {
         let one = match &p.at {
@@ -348,7 +366,7 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), Partial
             Ok(s) => staged.push(s),
             Err(e) => {
                 staged.into_iter().for_each(atomic::Staged::discard);
-                return Err(PartialCommit {
+                return Err(CommitError::Partial(PartialCommit {
                     committed: Vec::new(),
                     failed: p.path.clone(),
                     untouched: planned
@@ -357,9 +375,13 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), Partial
                         .map(|q| q.path.clone())
                         .collect(),
                     detail: e.to_string(),
-                });
+                }));
             }
         }
+    }
+    if let Some(changed) = planned.iter().find_map(changed_since_planned) {
+        staged.into_iter().for_each(atomic::Staged::discard);
+        return Err(changed);
     }
     let intent = match journal.filter(|_| planned.len() > 1) {
         None => None,
@@ -367,12 +389,12 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), Partial
             Ok(path) => Some(path),
             Err(e) => {
                 staged.into_iter().for_each(atomic::Staged::discard);
-                return Err(PartialCommit {
+                return Err(CommitError::Partial(PartialCommit {
                     committed: Vec::new(),
                     failed: planned[0].path.clone(),
                     untouched: planned.iter().skip(1).map(|q| q.path.clone()).collect(),
                     detail: format!("cannot record the commit intent: {e}"),
-                });
+                }));
             }
         },
     };
@@ -381,7 +403,54 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), Partial
     if let Some(path) = intent {
         journal::done(&path);
     }
-    result
+    let mut dirs: Vec<&Path> = planned.iter().filter_map(|p| p.path.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        // Commits that died here left their temp files behind; those a pending intent
+        // names are left for its recovery.
+        journal::sweep_abandoned(d, journal);
+    }
+    result.map_err(CommitError::Partial)
+}
+
+/// The bytes of the regular file at `path` (canonical: a symlink there now is an error),
+/// without ever blocking on a FIFO swapped in since planning (edit locks are held here).
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `Some` when `p`'s target no longer holds the bytes it was planned from.
+fn changed_since_planned(p: &Planned) -> Option<CommitError> {
+    let now = match read_regular(&p.path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        // Unreadable or no longer a regular file: renaming over it would hide whatever
+        // happened.
+        Err(_) => Some(Vec::new()),
+    };
+    let same = match &now {
+        Some(bytes) => p.existed && *bytes == p.old,
+        None => !p.existed,
+    };
+    (!same).then(|| CommitError::Changed {
+        path: p.path.clone(),
+        lines: now
+            .as_deref()
+            .map_or(0, |b| String::from_utf8_lossy(b).lines().count()),
+        now: now.as_deref().map(revision),
+    })
 }
 
 fn write_intent(
@@ -410,7 +479,7 @@ fn write_intent(
     )
 }
 
-/// Rename every staged file over its target in order, then sync and sweep each directory.
+/// Rename every staged file over its target in order, then sync each directory.
 fn publish(planned: &[Planned], staged: Vec<atomic::Staged>) -> Result<(), PartialCommit> {
     let mut committed = Vec::new();
     let mut rest = staged.into_iter();
@@ -445,11 +514,6 @@ fn publish(planned: &[Planned], staged: Vec<atomic::Staged>) -> Result<(), Parti
         if let Err(e) = synced {
             log::warn!("syncing {} after an edit failed: {e}", d.display());
         }
-        // A commit that died between staging and renaming left its temp files here.
-        match &p.at {
-            Some(entry) => atomic::sweep_stale_at(entry),
-            None => atomic::sweep_stale(d),
-        };
     }
     Ok(())
 }

@@ -130,7 +130,9 @@ fn a_failure_while_staging_writes_nothing() {
     // The directory turns into a file between planning and commit.
     std::fs::remove_dir(&dir).unwrap();
     std::fs::write(&dir, "not a directory").unwrap();
-    let p = commit(&planned, None).unwrap_err();
+    let Err(CommitError::Partial(p)) = commit(&planned, None) else {
+        panic!("a staging failure is a partial commit");
+    };
     // Staging failed before any rename: every target is untouched, and nothing is left over.
     assert!(p.committed.is_empty());
     assert_eq!(p.failed, doomed);
@@ -167,6 +169,39 @@ fn a_multi_file_commit_records_and_then_clears_its_intent() {
     let single = tempfile::tempdir().unwrap();
     commit(&planned, Some(&single.path().join("commits"))).unwrap();
     assert!(!single.path().join("commits").exists());
+}
+
+#[test]
+fn a_target_changed_after_planning_is_never_committed_over() {
+    let f = fix();
+    let (a, b) = (f.ws.join("a.txt"), f.ws.join("b.txt"));
+    std::fs::write(&a, "a\n").unwrap();
+    f.coverage.grant("s", &a, &revision(b"a\n"), (1, 1));
+    let new_b = FileEdit {
+        path: b.clone(),
+        op: Op::Replace {
+            content: "b\n".into(),
+        },
+    };
+    let planned = plan(&f.ctx(), &[sr(&a, "a", "A"), new_b.clone()]).unwrap();
+    // Another writer (one that takes no lock) changes `a` after the plan.
+    std::fs::write(&a, "theirs\nmore\n").unwrap();
+    let err = commit(&planned, None).unwrap_err();
+    let CommitError::Changed { path, now, lines } = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!((path, lines), (a.clone(), 2));
+    assert_eq!(now, Some(revision(b"theirs\nmore\n")));
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "theirs\nmore\n");
+    assert!(!b.exists(), "nothing of the commit was written");
+    // A file planned as new that appeared since is a change too.
+    let planned = plan(&f.ctx(), &[new_b]).unwrap();
+    std::fs::write(&b, "someone else's\n").unwrap();
+    let err = commit(&planned, None).unwrap_err();
+    assert!(matches!(err, CommitError::Changed { .. }), "{err:?}");
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "someone else's\n");
+    let left = std::fs::read_dir(&f.ws).unwrap().count();
+    assert_eq!(left, 2, "temp files left");
 }
 
 #[test]

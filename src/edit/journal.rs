@@ -10,6 +10,10 @@
 //! forward never publishes partial content.
 //! Invariant: an intent of a live process is never touched (its pid and start time are
 //! recorded and checked).
+//! Invariant: a temp file a pending intent names is removed only by that intent's
+//! recovery, never by a sweep (`sweep_abandoned`), so recovery can always roll forward.
+//! Invariant: recovery finishes an intent under the locks of all its targets
+//! (`edit::lock`), so it never races a live commit of the same files.
 
 use crate::files::read::revision_of;
 use serde::{Deserialize, Serialize};
@@ -70,9 +74,54 @@ pub fn write(dir: &Path, intent: &Intent) -> std::io::Result<PathBuf> {
 
 /// The commit finished: its intent is no longer needed.
 pub fn done(path: &Path) {
-    if let Err(e) = fs::remove_file(path) {
-        log::warn!("commit intent {} not removed: {e}", path.display());
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            log::warn!("commit intent {} not removed: {e}", path.display());
+        }
+        _ => {}
     }
+}
+
+/// Every intent file in `dir`.
+fn intent_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect()
+}
+
+fn read_intent(path: &Path) -> Option<Intent> {
+    fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+/// Temp files named by any intent in `journal` (pending or unreadable: an unreadable
+/// intent names nothing we can see, so it protects nothing).
+fn pending_temps(journal: &Path) -> std::collections::HashSet<PathBuf> {
+    intent_files(journal)
+        .iter()
+        .filter_map(|p| read_intent(p))
+        .flat_map(|i| i.entries.into_iter().map(|e| e.tmp))
+        .collect()
+}
+
+/// Remove the abandoned temp files in `dir` (`atomic::abandoned_temps`: a dead writer's
+/// at once, others after an hour), except those a pending intent in `journal` names.
+/// Returns how many were removed.
+pub fn sweep_abandoned(dir: &Path, journal: Option<&Path>) -> usize {
+    let mut found = super::atomic::abandoned_temps(dir);
+    // Intents are read only after their writers were found dead: a dead writer writes
+    // no more intents, so none naming these files can appear after this read.
+    if let (false, Some(j)) = (found.is_empty(), journal) {
+        let keep = pending_temps(j);
+        found.retain(|t| !keep.contains(t));
+    }
+    super::atomic::remove_temps(&found)
 }
 
 /// This process, as an intent records it.
@@ -84,29 +133,31 @@ fn writer_alive(intent: &Intent) -> bool {
     crate::process::is_running(intent.pid, intent.started)
 }
 
-/// Finish every commit in `dir` whose writer is gone. Unreadable intents are left for an
-/// operator (and logged); nothing is ever guessed.
-pub fn recover(dir: &Path) -> Vec<Outcome> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
+/// Finish every commit in `dir` whose writer is gone, each under the locks of its
+/// targets in `locks` (taken one intent at a time: the caller holds no lock). Unreadable
+/// intents are left for an operator (and logged); nothing is ever guessed.
+pub fn recover(dir: &Path, locks: &Path) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
-    for e in entries.flatten() {
-        let path = e.path();
-        if path.extension().is_none_or(|x| x != "json") {
+    for path in intent_files(dir) {
+        let Some(intent) = read_intent(&path) else {
+            if path.exists() {
+                log::warn!("unreadable commit intent {}; left in place", path.display());
+            }
+            continue;
+        };
+        if writer_alive(&intent) {
             continue;
         }
-        let intent: Intent = match fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-        {
-            Some(i) => i,
-            None => {
-                log::warn!("unreadable commit intent {}; left in place", path.display());
+        let targets: Vec<PathBuf> = intent.entries.iter().map(|e| e.target.clone()).collect();
+        let _held = match super::lock::lock_all(locks, &targets) {
+            Ok(h) => h,
+            Err(e) => {
+                log::warn!("commit intent {} not recovered: {e:?}", path.display());
                 continue;
             }
         };
-        if writer_alive(&intent) {
+        // Another process may have finished it while we waited for the locks.
+        if !path.exists() {
             continue;
         }
         for entry in &intent.entries {
@@ -117,10 +168,14 @@ pub fn recover(dir: &Path) -> Vec<Outcome> {
             .iter()
             .filter_map(|e| e.target.parent())
             .collect();
-        for d in dirs {
+        for d in &dirs {
             let _ = super::atomic::sync_dir(d);
         }
         done(&path);
+        // The dead writer may have left other temp files beside its targets.
+        for d in dirs {
+            sweep_abandoned(d, Some(dir));
+        }
     }
     outcomes
 }
@@ -196,7 +251,7 @@ mod tests {
         };
         let jdir = state.path().join("commits");
         let written = write(&jdir, &intent).unwrap();
-        let outcomes = recover(&jdir);
+        let outcomes = recover(&jdir, &state.path().join("locks"));
         assert_eq!(
             outcomes,
             [
@@ -238,12 +293,45 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(recover(&jdir).is_empty());
+        assert!(recover(&jdir, &state.path().join("locks")).is_empty());
         assert_eq!(fs::read_to_string(&e.target).unwrap(), "old");
         assert!(e.tmp.exists() && written.exists());
         // An unreadable intent is left in place too.
         fs::write(jdir.join("commit-junk.json"), b"{not json").unwrap();
-        assert!(recover(&jdir).is_empty());
+        assert!(recover(&jdir, &state.path().join("locks")).is_empty());
         assert!(jdir.join("commit-junk.json").exists());
+    }
+
+    #[test]
+    fn a_sweep_leaves_the_temp_files_of_pending_intents_to_their_recovery() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let d = ws.path();
+        // A dead writer's temp files: one its pending intent names, one it was staging
+        // for a commit that never got an intent.
+        let named = d.join(".a.txt.winx-2147483647-1-0000000000000000.tmp");
+        let stray = d.join(".b.txt.winx-2147483647-1-1111111111111111.tmp");
+        fs::write(&named, "new").unwrap();
+        fs::write(&stray, "lost").unwrap();
+        fs::write(d.join("a.txt"), "old").unwrap();
+        let jdir = state.path().join("commits");
+        let entry = Entry {
+            target: d.join("a.txt"),
+            tmp: named.clone(),
+            old_revision: Some(revision_of(b"old")),
+            new_revision: revision_of(b"new"),
+        };
+        let intent = Intent {
+            pid: 0x7fff_ffff,
+            started: 1,
+            entries: vec![entry],
+        };
+        write(&jdir, &intent).unwrap();
+        assert_eq!(sweep_abandoned(d, Some(&jdir)), 1);
+        assert!(named.exists() && !stray.exists());
+        // Recovery still finds what it needs to roll the commit forward.
+        let outcomes = recover(&jdir, &state.path().join("locks"));
+        assert_eq!(outcomes, [Outcome::RolledForward(d.join("a.txt"))]);
+        assert_eq!(fs::read_to_string(d.join("a.txt")).unwrap(), "new");
     }
 }

@@ -5,4 +5,5 @@ pub mod atomic;
 pub mod engine;
 pub mod journal;
 pub mod line_patch;
+pub mod lock;
 pub mod search_replace;

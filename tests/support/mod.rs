@@ -126,6 +126,13 @@ impl Agent {
         self.child.id()
     }
 
+    /// SIGKILL the adapter (a crash at whatever point it is) and reap it, so its pid is
+    /// provably dead afterwards.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn send_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(bytes).unwrap();

@@ -1,7 +1,8 @@
 //! Edit failures and their envelopes: one place maps engine errors to `status`,
 //! `errorCode`, `requiredReads` and the concrete `ReadFiles` recovery action.
 
-use crate::edit::engine::{PartialCommit, PlanError};
+use crate::edit::engine::{CommitError, PlanError};
+use crate::edit::lock::LockError;
 use crate::tools::envelope::{Envelope, NextAction, RequiredRead, Status, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
 use serde_json::{Value, json};
@@ -51,6 +52,12 @@ pub enum EditFailure {
     /// Three SEARCH conflicts on one target in the window: stop retrying, change strategy.
     RecoveryExhausted {
         path: String,
+    },
+    /// The per-target edit lock could not be taken (state directory unusable); nothing
+    /// was read or written.
+    LockUnavailable {
+        path: String,
+        detail: String,
     },
 }
 
@@ -112,12 +119,31 @@ impl EditFailure {
         }
     }
 
-    pub fn from_commit(p: PartialCommit) -> EditFailure {
-        EditFailure::PartialCommit {
-            committed: p.committed.iter().map(|p| s(p)).collect(),
-            failed: s(&p.failed),
-            untouched: p.untouched.iter().map(|p| s(p)).collect(),
-            detail: p.detail,
+    pub fn from_commit(e: CommitError) -> EditFailure {
+        match e {
+            // The read permit is for content the file no longer has: the same answer as a
+            // stale revision found while planning.
+            CommitError::Changed { path, now, lines } => EditFailure::NeedsRead {
+                path: s(&path),
+                ranges: vec![(1, lines.max(1))],
+                reason: format!(
+                    "another writer changed the file while this edit was committing (now {}); nothing was written",
+                    now.as_deref().unwrap_or("deleted")
+                ),
+            },
+            CommitError::Partial(p) => EditFailure::PartialCommit {
+                committed: p.committed.iter().map(|p| s(p)).collect(),
+                failed: s(&p.failed),
+                untouched: p.untouched.iter().map(|p| s(p)).collect(),
+                detail: p.detail,
+            },
+        }
+    }
+
+    pub fn from_lock(e: LockError) -> EditFailure {
+        EditFailure::LockUnavailable {
+            path: s(&e.target),
+            detail: e.detail,
         }
     }
 
@@ -136,6 +162,7 @@ impl EditFailure {
             EditFailure::PatchInvalid { .. } => "invalid_patch",
             EditFailure::PartialCommit { .. } => "partial_commit",
             EditFailure::RecoveryExhausted { .. } => "recovery_exhausted",
+            EditFailure::LockUnavailable { .. } => "edit_lock_unavailable",
         }
     }
 
@@ -256,6 +283,14 @@ impl EditFailure {
                 vec![],
                 false,
                 json!({"edit_applied": false, "path": path, "fileType": kind.describe()}),
+            ),
+            EditFailure::LockUnavailable { path, detail } => (
+                Status::Failed,
+                format!("{tool}: cannot lock {path} for the edit: {detail}"),
+                None,
+                vec![],
+                true,
+                json!({"edit_applied": false}),
             ),
             EditFailure::RecoveryExhausted { path } => (
                 Status::Conflict,

@@ -1,11 +1,17 @@
-//! Running edits through the engine for any edit tool: serialise, plan, commit, renew the
-//! read permit, count SEARCH conflicts, and run the optional verification command.
+//! Running edits through the engine for any edit tool: lock the targets, plan, commit,
+//! renew the read permit, count SEARCH conflicts, and run the optional verification
+//! command.
+//!
+//! Invariant: plan and commit of a file happen under its `edit::lock` lock, shared with
+//! every adapter on the state directory; edits of different files never wait on each
+//! other, and no lock is held during verification.
 
-use super::coverage_key;
 use super::edit_error::EditFailure;
 use super::verify::{Verify, verify_after};
+use super::{coverage_key, lock_dir};
 use crate::deadline::unix_ms;
 use crate::edit::engine::{self, EditContext, FileEdit, PlanError};
+use crate::edit::lock;
 use crate::session::Binding;
 use crate::tools::ToolContext;
 use crate::tools::bash::action::Action;
@@ -21,28 +27,23 @@ const CONFLICTS_BEFORE_EXHAUSTED: u32 = 3;
 /// Window in which conflicts are counted (the mutation-receipt window of seed 003).
 const CONFLICT_WINDOW_MS: i64 = 30 * 60 * 1000;
 
-/// Every edit in this process plans and commits under one lock: two agents editing the
-/// same file at once are ordered, and the second sees the first's new revision (its read
-/// permit is then stale: `needs_read`).
-static EDIT_LOCK: Mutex<()> = Mutex::new(());
-
 /// Where multi-file commits record their intent (`edit::journal`).
 fn commit_journal(ctx: &ToolContext) -> std::path::PathBuf {
     ctx.sessions.state_dir().join("commits")
 }
 
 /// Finish the commits a crashed process left half done (before anything reads or edits).
+/// Takes each intent's target locks itself: call it holding none.
 pub fn recover_interrupted_commits(ctx: &ToolContext) {
-    let journal = commit_journal(ctx);
-    let _one_at_a_time = EDIT_LOCK.lock();
-    recover_locked(&journal);
+    recover(&commit_journal(ctx), &lock_dir(ctx));
 }
 
-fn recover_locked(journal: &std::path::Path) {
-    for o in crate::edit::journal::recover(journal) {
+fn recover(journal: &std::path::Path, locks: &std::path::Path) {
+    for o in crate::edit::journal::recover(journal, locks) {
         log::info!("interrupted commit recovery: {o:?}");
     }
 }
+
 /// SEARCH conflicts per (session, path): how many, and when the last one happened.
 type ConflictCounts = HashMap<(String, String), (u32, i64)>;
 static CONFLICTS: LazyLock<Mutex<ConflictCounts>> = LazyLock::new(Default::default);
@@ -89,15 +90,34 @@ fn run_once(
         mode: &binding.mode,
     };
     let journal = commit_journal(ctx);
+    let locks = lock_dir(ctx);
+    recover(&journal, &locks);
+    // Lock keys are canonical paths, as the engine plans them; a path that does not
+    // canonicalise fails in `plan` with its own error.
+    let targets: Vec<std::path::PathBuf> = edits
+        .iter()
+        .filter_map(|e| crate::files::policy::canonical(&e.path).ok())
+        .collect();
     let planned = {
-        let _one_at_a_time = EDIT_LOCK.lock();
-        recover_locked(&journal);
+        let _held = match lock::lock_all(&locks, &targets) {
+            Ok(h) => h,
+            Err(e) => return Ok(EditFailure::from_lock(e).into_output(tool, &pair)),
+        };
         let planned = match engine::plan(&ectx, &edits) {
             Ok(p) => p,
             Err(e) => return Ok(failure(tool, &session, &pair, e)),
         };
-        if let Err(p) = engine::commit(&planned, Some(&journal)) {
-            return Ok(EditFailure::from_commit(p).into_output(tool, &pair));
+        if let Some(p) = planned.iter().find(|p| !targets.contains(&p.path)) {
+            let moved = EditFailure::LockUnavailable {
+                path: p.path.to_string_lossy().into_owned(),
+                detail: "the path resolved to another file while it was being locked (a \
+                         symlink changed); nothing was written, retry"
+                    .into(),
+            };
+            return Ok(moved.into_output(tool, &pair));
+        }
+        if let Err(e) = engine::commit(&planned, Some(&journal)) {
+            return Ok(EditFailure::from_commit(e).into_output(tool, &pair));
         }
         planned
     };

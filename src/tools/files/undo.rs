@@ -74,6 +74,13 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             "no edit of this session to undo (checkpoints live in this adapter's memory)",
         ));
     };
+    // Under the files' edit locks (after the checkpoint mutex: edits record checkpoints
+    // only once their locks are released), so no commit lands between check and write.
+    let paths: Vec<PathBuf> = stack[idx].iter().map(|f| f.path.clone()).collect();
+    let _held = match crate::edit::lock::lock_all(&super::lock_dir(ctx), &paths) {
+        Ok(h) => h,
+        Err(e) => return Ok(refusal(&format!("undo refused: {}", e.detail))),
+    };
     // Refuse if any file changed since the edit: never overwrite newer work.
     for f in &stack[idx] {
         // Exactly the committed path: no symlink followed, never a FIFO or device.
