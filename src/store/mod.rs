@@ -14,6 +14,8 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// Held while a process configures and migrates the database.
+const OPEN_LOCK_FILE: &str = "winx.db.open-lock";
 pub const DB_FILE: &str = "winx.db";
 
 /// Numbered migrations; index + 1 is the `user_version` after applying it.
@@ -99,6 +101,18 @@ impl Store {
             .map_err(ctx("create database file"))?;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
             .map_err(ctx("restrict database file"))?;
+        // Switching a new file to WAL and migrating it is not safe to race (SQLite answers
+        // "database is locked" at once, without its busy handler): adapters starting
+        // together take turns here. The lock file sits beside the database, 0600.
+        let opening = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(state_dir.join(OPEN_LOCK_FILE))
+            .map_err(ctx("create open lock"))?;
+        let _opening = nix::fcntl::Flock::lock(opening, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| ctx::<nix::Error>("take open lock")(e))?;
         let conn = Connection::open(&path).map_err(ctx("open database"))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(ctx("set busy timeout"))?;
@@ -151,10 +165,17 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         let version = i as i64 + 1;
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {sql} PRAGMA user_version = {version}; COMMIT;"
-        ))
-        .map_err(|e| {
+        // Another process may be migrating the same file: the version is read again
+        // under the write lock, and a step someone else applied meanwhile is skipped.
+        let step = || -> Result<(), rusqlite::Error> {
+            conn.execute_batch("BEGIN IMMEDIATE;")?;
+            let now: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now < version {
+                conn.execute_batch(&format!("{sql} PRAGMA user_version = {version};"))?;
+            }
+            conn.execute_batch("COMMIT;")
+        };
+        step().map_err(|e| {
             let _ = conn.execute_batch("ROLLBACK;");
             ctx::<rusqlite::Error>("apply migration")(e)
         })?;
@@ -165,6 +186,29 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two adapters starting on a fresh state directory at once both open it: the loser
+    /// of the race finds the schema migrated, never "table already exists".
+    #[test]
+    fn concurrent_first_opens_migrate_once() {
+        for _ in 0..20 {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("state");
+            let gate = std::sync::Arc::new(std::sync::Barrier::new(3));
+            let opens: Vec<_> = (0..3)
+                .map(|_| {
+                    let (dir, gate) = (dir.clone(), gate.clone());
+                    std::thread::spawn(move || {
+                        gate.wait();
+                        Store::open(&dir).map(|_| ()).map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            for o in opens {
+                o.join().unwrap().unwrap();
+            }
+        }
+    }
 
     #[test]
     fn creates_private_files_and_migrates_once() {
