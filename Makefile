@@ -6,8 +6,11 @@ VENV := target/venv
 PYTHON := $(VENV)/bin/python
 # The official MCP Python SDK used by the interop tests (pinned for reproducible CI).
 MCP_SDK_VERSION := 2.3.0
+# The official MCP TypeScript SDK (what most desktop hosts embed), pinned the same way.
+TS_SDK_VERSION := 1.32.2
+NODE_SDK := target/node
 
-.PHONY: build run test lint fmt bench venv shells clean
+.PHONY: build run test lint fmt bench venv node-sdk shells clean
 
 build:
 	$(CARGO) build --release --bins
@@ -30,6 +33,16 @@ $(VENV)/.mcp-$(MCP_SDK_VERSION):
 
 venv: $(VENV)/.mcp-$(MCP_SDK_VERSION)
 
+# Node.js comes from Debian's packages when missing; the SDK from the npm registry.
+$(NODE_SDK)/.sdk-$(TS_SDK_VERSION):
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q nodejs npm >/dev/null; }
+	mkdir -p $(NODE_SDK)
+	npm install --silent --no-audit --no-fund --prefix $(NODE_SDK) "@modelcontextprotocol/sdk@$(TS_SDK_VERSION)"
+	touch $@
+
+node-sdk: $(NODE_SDK)/.sdk-$(TS_SDK_VERSION)
+
 # The zsh variants of tests/bash.rs need zsh: installed from Debian's packages when
 # missing (as root, else through sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -38,8 +51,8 @@ shells:
 		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q zsh >/dev/null; }
 	@command -v zsh >/dev/null || { echo "zsh is required by the tests and could not be installed" >&2; exit 1; }
 
-test: lint venv shells
-	WINX_TEST_PYTHON=$(abspath $(PYTHON)) $(CARGO) test
+test: lint venv node-sdk shells
+	WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) $(CARGO) test
 
 bench:
 	$(CARGO) bench --bench stdio

@@ -39,8 +39,20 @@ fn legacy_initialize_negotiates_each_handshake_version() {
     assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
     // notifications are never answered: the next line is the ping's answer.
     a.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // A handshake-era client gets exactly its era's shapes: strict clients (the TypeScript
+    // SDK) reject unknown keys, even on ping.
     let r = a.request("ping", json!({}));
-    assert_eq!(r["result"]["resultType"], "complete");
+    assert_eq!(r["result"], json!({}), "{r}");
+    let r = a.request("tools/list", json!({}));
+    let keys: Vec<&String> = r["result"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["tools"], "{r}");
+    let ws = a.ws();
+    let r = a.request(
+        "tools/call",
+        json!({"name": "Initialize", "arguments": {"type": "first_call", "workspace_root": ws}}),
+    );
+    assert!(r["result"].get("resultType").is_none(), "{r}");
+    assert_eq!(r["result"]["isError"], false, "{r}");
 }
 
 #[test]

@@ -62,21 +62,21 @@ impl Server {
         &self.shared.sessions
     }
 
-    /// Answer one request.
+    /// Answer one request. Era-specific fields go only to requests of the era that
+    /// defines them: `resultType` (and `ttlMs`/`cacheScope` on lists) to stateless
+    /// 2026-07-28 requests; a handshake-era client gets exactly its era's shapes (strict
+    /// clients such as the TypeScript SDK refuse unknown keys, even on `ping`).
     pub fn handle(&self, ctx: &CallContext, req: Request) -> Response {
         let id = req.id.clone();
         match self.dispatch(ctx, req) {
-            Ok(mut result) => {
-                // A modern task handle already says `task`; a 2025-11-25 task creation
-                // (`{"task": …}`) belongs to an era without `resultType`; every other
-                // result is complete.
-                if let Value::Object(obj) = &mut result
-                    && !obj.contains_key("task")
-                {
+            Ok((mut result, Dialect::Modern)) => {
+                // A modern task handle already says `task`; every other result is complete.
+                if let Value::Object(obj) = &mut result {
                     obj.entry("resultType").or_insert(json!("complete"));
                 }
                 Response::ok(id, result)
             }
+            Ok((result, Dialect::Handshake)) => Response::ok(id, result),
             Err(e) => Response::err(Some(id), e),
         }
     }
@@ -86,10 +86,10 @@ impl Server {
         log::debug!("notification {}", n.method);
     }
 
-    fn dispatch(&self, ctx: &CallContext, req: Request) -> Result<Value, RpcError> {
+    fn dispatch(&self, ctx: &CallContext, req: Request) -> Result<(Value, Dialect), RpcError> {
         // `initialize` is the handshake itself and carries no stateless `_meta`.
         if req.method == "initialize" {
-            return Ok(self.initialize(&req.params));
+            return Ok((self.initialize(&req.params), Dialect::Handshake));
         }
         // Checked for every other method: a stateless request naming an unknown protocol
         // version is refused before anything runs.
@@ -98,19 +98,22 @@ impl Server {
             protocol::Era::Handshake => Dialect::Handshake,
             protocol::Era::Modern { .. } => Dialect::Modern,
         };
-        match req.method.as_str() {
-            "server/discover" => Ok(self.discover()),
-            "ping" => Ok(json!({})),
-            "tools/list" => Ok(self.tools_list(ctx)),
-            "tools/call" => self.tools_call(ctx, dialect, req.params),
+        let result = match req.method.as_str() {
+            "server/discover" => self.discover(),
+            "ping" => json!({}),
+            "tools/list" => self.tools_list(ctx, dialect),
+            "tools/call" => self.tools_call(ctx, dialect, req.params)?,
             m if m.starts_with("tasks/") => {
-                tasks::method(&self.shared, &self.tasks, ctx, dialect, m, &req.params)
+                tasks::method(&self.shared, &self.tasks, ctx, dialect, m, &req.params)?
             }
-            other => Err(RpcError::new(
-                ErrorCode::MethodNotFound,
-                format!("method not found: {other}"),
-            )),
-        }
+            other => {
+                return Err(RpcError::new(
+                    ErrorCode::MethodNotFound,
+                    format!("method not found: {other}"),
+                ));
+            }
+        };
+        Ok((result, dialect))
     }
 
     fn server_info(&self) -> Value {
@@ -154,7 +157,7 @@ impl Server {
     }
 
     /// The catalog is fixed per policy for the life of the process: build it once.
-    fn tools_list(&self, ctx: &CallContext) -> Value {
+    fn tools_list(&self, ctx: &CallContext, dialect: Dialect) -> Value {
         let key: Vec<&str> = ctx.policy.served().map(|t| t.as_str()).collect();
         let key = key.join(",");
         let mut cache = self.catalogs.lock();
@@ -162,7 +165,12 @@ impl Server {
             .entry(key)
             .or_insert_with(|| Value::Array(ctx.policy.served().map(catalog::definition).collect()))
             .clone();
-        json!({"tools": tools, "ttlMs": LIST_TTL_MS, "cacheScope": "private"})
+        match dialect {
+            Dialect::Modern => {
+                json!({"tools": tools, "ttlMs": LIST_TTL_MS, "cacheScope": "private"})
+            }
+            Dialect::Handshake => json!({"tools": tools}),
+        }
     }
 
     fn tools_call(

@@ -132,7 +132,10 @@ fn finish(shared: &Shared, store: &TaskStore, task: &Task, mut result: Value) {
         .as_str()
         .unwrap_or("done")
         .to_string();
-    result["resultType"] = json!("complete");
+    // The stored result is what the call would have answered in its era.
+    if !task.legacy {
+        result["resultType"] = json!("complete");
+    }
     // 2025-11-25 counts a tool error as a failed task; 2026-07-28 keeps `failed` for
     // JSON-RPC errors only.
     let status = if is_error && task.legacy {
