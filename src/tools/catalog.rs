@@ -114,7 +114,7 @@ fn bound(mut props: serde_json::Map<String, Value>, required: &[&str]) -> Value 
 fn bash_command() -> Value {
     let props = json!({
         "action_json": {
-            "type": ["object", "string"],
+            "anyOf": [{"type": "object"}, {"type": "string"}],
             "description": "One of: {command, is_background?} | {status_check: true, bg_command_id?} | {send_text, submit?, bg_command_id?} | {send_specials: [Enter|Key-up|Key-down|Key-left|Key-right|Ctrl-c|Ctrl-d|Ctrl-z]} | {send_ascii: [int]} | {screen: true, lines?, diff?}"
         },
         "wait_for_seconds": {"type": "number", "minimum": 0},
@@ -334,6 +334,25 @@ fn verify_edit() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Portability: hosts that map schemas to a single-type dialect reject type arrays
+    /// (`["object", "string"]`); every union is an `anyOf` of single types.
+    #[test]
+    fn no_schema_uses_a_type_array() {
+        fn walk(path: &str, v: &Value) {
+            match v {
+                Value::Object(m) => {
+                    assert!(!m.get("type").is_some_and(Value::is_array), "{path}");
+                    m.iter().for_each(|(k, x)| walk(&format!("{path}.{k}"), x));
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(path, x)),
+                _ => {}
+            }
+        }
+        for t in ToolName::ALL.into_iter().filter(|t| t.implemented()) {
+            walk(t.as_str(), &definition(t));
+        }
+    }
 
     #[test]
     fn every_implemented_tool_has_a_full_definition() {

@@ -21,6 +21,19 @@ pub enum Status {
 }
 
 impl Status {
+    pub const ALL: [Status; 10] = [
+        Status::Completed,
+        Status::CompletedWithIssues,
+        Status::PartiallyFailed,
+        Status::Running,
+        Status::NeedsInitialize,
+        Status::NeedsRead,
+        Status::Conflict,
+        Status::PolicyBlocked,
+        Status::InvalidInput,
+        Status::Failed,
+    ];
+
     /// Whether MCP `isError` is set for this status.
     pub fn is_error(self) -> bool {
         !matches!(
@@ -103,18 +116,24 @@ impl ToolOutput {
 }
 
 /// The one `outputSchema` every tool advertises. Kept terse on purpose: it is repeated
-/// for every tool in `tools/list`, which every agent pays for in context.
+/// for every tool in `tools/list`, which every agent pays for in context. Every property
+/// has a single type or an `anyOf` of single types (no type arrays), so hosts that map
+/// schemas to a single-type dialect accept it.
 pub fn output_schema() -> Value {
+    let statuses: Vec<Value> = Status::ALL
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap_or_default())
+        .collect();
     json!({
         "type": "object",
         "properties": {
-            "status": {"type": "string"},
+            "status": {"enum": statuses},
             "tool": {"type": "string"},
             "message": {"type": "string"},
-            "errorCode": {"type": ["string", "null"]},
+            "errorCode": {"anyOf": [{"type": "string"}, {"type": "null"}]},
             "retryable": {"type": "boolean"},
             "retrySameCall": {"type": "boolean"},
-            "nextAction": {"type": ["object", "null"]},
+            "nextAction": {"anyOf": [{"type": "object"}, {"type": "null"}]},
             "requiredReads": {"type": "array"},
             "data": {"type": "object"}
         },
@@ -136,6 +155,18 @@ mod tests {
         assert_eq!(v["requiredReads"], json!([]));
         for key in output_schema()["properties"].as_object().unwrap().keys() {
             assert!(v.get(key).is_some(), "{key} missing");
+        }
+    }
+
+    #[test]
+    fn every_status_is_in_the_schema_and_no_property_has_a_type_array() {
+        let schema = output_schema();
+        let statuses = schema["properties"]["status"]["enum"].as_array().unwrap();
+        for s in Status::ALL {
+            assert!(statuses.contains(&serde_json::to_value(s).unwrap()));
+        }
+        for (key, prop) in schema["properties"].as_object().unwrap() {
+            assert!(!prop["type"].is_array(), "{key} has a type array");
         }
     }
 
