@@ -154,3 +154,10 @@ fn full_catalog_fits_the_context_budget() {
         assert!(props.contains_key("thread_id") && props.contains_key("workspace_root"));
     }
 }
+
+/// Seed 003's quick start is `cargo install winx-code-agent`: that is the package's name
+/// (the library keeps the short name `winx`).
+#[test]
+fn the_package_is_named_winx_code_agent() {
+    assert_eq!(env!("CARGO_PKG_NAME"), "winx-code-agent");
+}
