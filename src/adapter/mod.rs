@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 pub mod http;
 pub mod pool;
+pub mod progress;
 pub mod stdio;
 pub mod writer;
 

@@ -1,17 +1,24 @@
 //! MCP over stdio: one JSON message per line in, one per line out.
 //!
 //! Threads: `stdin-reader` (this function's caller thread) parses lines and queues
-//! requests; `mcp-worker-N` run them and write their own answers through the one
-//! `writer::Output` (a mutex keeps every line whole).
+//! requests on one of three lanes (`mcp::lane`): `mcp-worker-N` for work that may wait
+//! long, `mcp-interactive-N` for status checks and input to a running command, and
+//! `mcp-control-N` for requests answered from memory (ping, lists, task lookups), so long
+//! waits can never delay a ping or a Ctrl-C. Workers write their own answers through the
+//! one `writer::Output` (a mutex keeps every line whole). `progress-ticker` sends
+//! `notifications/progress` every `PROGRESS_INTERVAL` for requests that carry
+//! `_meta.progressToken` until they are answered.
 //! Answers leave in completion order. On stdin EOF the reader stops, queued and running
 //! requests are answered within `SHUTDOWN_GRACE`, then the process returns.
 
 use super::Handler;
 use super::pool::Pool;
+use super::progress::Progress;
 use super::writer;
 use crate::deadline::{Deadline, Stopwatch};
 use crate::jsonrpc::line_reader::{Line, LineReader};
 use crate::jsonrpc::{ErrorCode, Id, Incoming, Request, Response, RpcError, parse_message};
+use crate::mcp::lane::Lane;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -26,6 +33,14 @@ use std::time::Duration;
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Requests waiting for a worker before the reader stops reading (backpressure).
 const QUEUE_DEPTH: usize = 256;
+/// Workers of the control lane: its requests never wait on a shell, so two keep it free.
+const CONTROL_WORKERS: usize = 2;
+/// Workers of the interactive lane: status checks wait at most seconds; four let an
+/// interrupt through while others watch their commands.
+const INTERACTIVE_WORKERS: usize = 4;
+/// A request with a progress token hears from us at least this often while it runs
+/// (clients commonly time out a silent request after 60 s).
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Transport limits of one stdio connection.
 #[derive(Clone, Copy, Debug)]
@@ -36,6 +51,38 @@ pub struct Limits {
 
 /// Requests queued or running, by id, with their cancellation flag.
 type InFlight = Arc<Mutex<HashMap<Id, Arc<AtomicBool>>>>;
+
+/// The worker pools, one per `Lane`.
+struct Lanes {
+    work: Pool,
+    interactive: Pool,
+    control: Pool,
+}
+
+impl Lanes {
+    fn new(workers: usize) -> std::io::Result<Lanes> {
+        Ok(Lanes {
+            work: Pool::new("mcp-worker", workers, QUEUE_DEPTH)?,
+            interactive: Pool::new("mcp-interactive", INTERACTIVE_WORKERS, QUEUE_DEPTH)?,
+            control: Pool::new("mcp-control", CONTROL_WORKERS, QUEUE_DEPTH)?,
+        })
+    }
+
+    fn pool(&self, req: &Request) -> &Pool {
+        match crate::mcp::lane::classify(req) {
+            Lane::Work => &self.work,
+            Lane::Interactive => &self.interactive,
+            Lane::Control => &self.control,
+        }
+    }
+
+    /// Let every lane finish within one shared grace period.
+    fn shutdown(self, grace: Deadline) -> bool {
+        let a = self.control.shutdown(grace);
+        let b = self.interactive.shutdown(grace);
+        self.work.shutdown(grace) && a && b
+    }
+}
 
 /// Serve until `input` ends. Returns once every answer that could be given was written.
 pub fn serve<R, W>(
@@ -49,8 +96,9 @@ where
     W: Write + Send + 'static,
 {
     let out = writer::Output::new(output);
-    let pool = Pool::new("mcp-worker", limits.workers, QUEUE_DEPTH)?;
+    let lanes = Lanes::new(limits.workers)?;
     let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
+    let progress = Progress::start(out.clone(), PROGRESS_INTERVAL)?;
     let mut reader = LineReader::new(input, limits.max_message_bytes);
     loop {
         let line = match reader.next_line() {
@@ -77,7 +125,9 @@ where
             Line::Eof => break,
         };
         match parse_message(&bytes) {
-            Incoming::Request(req) => queue(&pool, &in_flight, &out, &handler, req),
+            Incoming::Request(req) => {
+                queue(lanes.pool(&req), &in_flight, &progress, &out, &handler, req)
+            }
             Incoming::Notification(n) if n.method == "notifications/cancelled" => {
                 cancel(&in_flight, n.params.get("requestId"));
             }
@@ -87,9 +137,10 @@ where
         }
     }
     log::debug!("stdin closed; finishing in-flight requests");
-    if !pool.shutdown(Deadline::after("shutdown grace", SHUTDOWN_GRACE)) {
+    if !lanes.shutdown(Deadline::after("shutdown grace", SHUTDOWN_GRACE)) {
         log::warn!("shutdown grace expired with requests still running; exiting without them");
     }
+    progress.stop();
     Ok(())
 }
 
@@ -109,6 +160,7 @@ fn cancel(in_flight: &InFlight, id: Option<&Value>) {
 fn queue(
     pool: &Pool,
     in_flight: &InFlight,
+    progress: &Progress,
     out: &writer::Output,
     handler: &Arc<dyn Handler>,
     req: Request,
@@ -127,9 +179,19 @@ fn queue(
         }
         map.insert(req.id.clone(), cancelled.clone());
     }
+    let token = req
+        .params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+        .cloned();
     let (in_flight, out, handler) = (in_flight.clone(), out.clone(), handler.clone());
+    let progress = progress.clone();
     let job = Box::new(move || {
         let id = req.id.clone();
+        if let Some(token) = token {
+            progress.watch(id.clone(), token);
+        }
         // A request cancelled while queued is dropped without an answer (MCP cancellation).
         if !cancelled.load(Ordering::SeqCst) {
             let method = req.method.clone();
@@ -144,6 +206,8 @@ fn queue(
                         ),
                     )
                 });
+            // No progress notification may follow the answer.
+            progress.forget(&id);
             if cancelled.load(Ordering::SeqCst) {
                 log::debug!("{method} id={id} cancelled; answer discarded");
             } else {
@@ -151,6 +215,7 @@ fn queue(
                 log::debug!("{method} id={id} answered in {:?}", clock.elapsed());
             }
         }
+        progress.forget(&id);
         in_flight.lock().remove(&id);
     });
     if pool.submit(job).is_err() {

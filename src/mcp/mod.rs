@@ -2,6 +2,7 @@
 //! JSON-RPC values. Transport-free: stdio and HTTP both call `Server::handle`.
 
 mod context;
+pub mod lane;
 pub mod protocol;
 pub mod server;
 mod task_runner;

@@ -25,7 +25,8 @@ use std::time::Duration;
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 100;
 /// Without tasks, `until_complete` waits inline at most this long.
-const SYNC_FALLBACK: Duration = Duration::from_secs(60);
+const SYNC_FALLBACK: Duration =
+    Duration::from_secs(crate::tools::bash::action::MAX_WAIT_SECONDS as u64);
 
 /// How a `tools/call` asked for (or allowed) a task.
 pub enum Augment {

@@ -186,7 +186,7 @@ fn verify_props(props: &mut serde_json::Map<String, Value>) {
     );
     props.insert(
         "verify_wait_for_seconds".into(),
-        json!({"type": "number", "minimum": 0, "maximum": 60}),
+        json!({"type": "number", "minimum": 0, "maximum": 50}),
     );
 }
 

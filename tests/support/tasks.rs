@@ -139,3 +139,27 @@ pub fn threads_named(pid: u32, name: &str) -> usize {
         .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
         .count()
 }
+
+/// A FIFO the gated command writes to when it starts (`echo up > started`): `wait`
+/// returns once it did, an event rather than a poll.
+pub struct Started(pub PathBuf);
+
+impl Started {
+    pub fn in_dir(dir: &Path) -> Started {
+        let p = dir.join("started");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        Started(p)
+    }
+
+    /// Block until the command wrote its line (panics after the hard timeout).
+    pub fn wait(&self) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let p = self.0.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::fs::read_to_string(p));
+        });
+        rx.recv_timeout(HARD_TIMEOUT)
+            .expect("the gated command never started")
+            .unwrap();
+    }
+}

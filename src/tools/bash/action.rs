@@ -23,8 +23,10 @@ pub const POLICIES: &[&str] = &["adaptive", "return_early", "until_complete"];
 const DEFAULT_COMMAND_WAIT: f64 = 20.0;
 const DEFAULT_STATUS_WAIT: f64 = 10.0;
 const DEFAULT_INPUT_WAIT: f64 = 3.0;
-/// Upper bound of any inline wait: below the HTTP request timeout (120 s) with margin.
-pub const MAX_WAIT_SECONDS: f64 = 60.0;
+/// Upper bound of any inline wait: below the 60 s request timeout of common clients (both
+/// TypeScript SDKs) with margin, so the agent gets "still running; use status_check"
+/// rather than a client-side timeout; and far below the HTTP request timeout (120 s).
+pub const MAX_WAIT_SECONDS: f64 = 50.0;
 /// `return_early` never waits longer than this (seed 003).
 pub const RETURN_EARLY_CAP_SECONDS: f64 = 5.0;
 /// After input, answer once output has been quiet this long (interactive programs).
@@ -339,11 +341,11 @@ mod tests {
             plan_wait(&fg, "until_complete", Some(1.0))
                 .unwrap()
                 .timeout_ms,
-            60_000
+            50_000
         );
         assert_eq!(
             plan_wait(&fg, "adaptive", Some(500.0)).unwrap().timeout_ms,
-            60_000
+            50_000
         );
         assert!(plan_wait(&st, "until_complete", None).is_none());
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// Default and maximum wait of `verify_command` (seed 003).
 pub const VERIFY_DEFAULT_SECONDS: f64 = 15.0;
-pub const VERIFY_MAX_SECONDS: f64 = 60.0;
+pub const VERIFY_MAX_SECONDS: f64 = crate::tools::bash::action::MAX_WAIT_SECONDS;
 
 /// A check to run after an edit.
 pub struct Verify {
@@ -37,7 +37,7 @@ pub fn verify_args(map: &Map<String, Value>) -> Result<Option<Verify>, ToolError
             .as_f64()
             .filter(|s| s.is_finite() && *s >= 0.0)
             .ok_or_else(|| ToolError::InvalidInput {
-                detail: "verify_wait_for_seconds must be a number 0..=60".into(),
+                detail: "verify_wait_for_seconds must be a number 0..=50".into(),
             })?,
     };
     Ok(Some(Verify {
