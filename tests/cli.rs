@@ -161,3 +161,43 @@ fn full_catalog_fits_the_context_budget() {
 fn the_package_is_named_winx_code_agent() {
     assert_eq!(env!("CARGO_PKG_NAME"), "winx-code-agent");
 }
+
+/// `RUST_LOG` with module filters is accepted (its plain level applies); a bad value is
+/// blamed on the variable at fault; range errors come from the variable table.
+#[test]
+fn environment_errors_name_the_variable_at_fault() {
+    let home = tempfile::tempdir().unwrap();
+    let serve = |vars: &[(&str, &str)]| {
+        std::process::Command::new(support::bin())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("WINX_RUNTIME", "embedded")
+            .envs(vars.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = serve(&[("RUST_LOG", "info,tiny_http=warn")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = serve(&[("RUST_LOG", "tiny_http=loud")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("RUST_LOG") && !err.contains("WINX_LOG"),
+        "{err}"
+    );
+    let out = serve(&[("WINX_MAX_GUARDIANS", "0")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("WINX_MAX_GUARDIANS must be a whole number in 1..=1024"),
+        "{err}"
+    );
+    // Every variable of the table is in --help.
+    let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    for v in winx::config::vars::ALL {
+        assert!(help.contains(v.name), "{} missing from --help", v.name);
+    }
+}

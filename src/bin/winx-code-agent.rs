@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use winx::adapter::{LocalHandler, stdio};
 use winx::config::Config;
-use winx::config::cli::{self, Command, USAGE};
+use winx::config::cli::{self, Command};
 
 fn main() -> ExitCode {
     winx::alloc::single_arena();
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     };
     let args = match command {
         Command::Help => {
-            print!("{USAGE}");
+            print!("{}", cli::help());
             return ExitCode::SUCCESS;
         }
         Command::Version => {
@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => args,
         Command::Operator(op) => {
-            return match Config::build(&Default::default(), std::env::vars().collect()) {
+            return match Config::build(&Default::default(), winx::config::process_env()) {
                 Ok(config) => winx::operator::main(op, &config),
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -35,7 +35,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    let config = match Config::build(&args, std::env::vars().collect()) {
+    let config = match Config::build(&args, winx::config::process_env()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}\nhint: run 'winx-code-agent --help' for usage");
@@ -73,8 +73,8 @@ fn main() -> ExitCode {
 /// `serve --http`: the HTTP configuration is built here (it reads the environment), so
 /// every credential or listener problem is a startup error with exit code 2.
 fn serve_http(args: &cli::ServeArgs, config: &Config) -> ExitCode {
-    let vars: Vec<(String, String)> = std::env::vars().collect();
-    let env = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let vars = winx::config::process_env();
+    let env = winx::config::lookup(&vars);
     let http = match winx::config::http::HttpConfig::build(
         args,
         &config.policy,

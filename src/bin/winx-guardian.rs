@@ -63,7 +63,7 @@ fn main() -> ExitCode {
         labels,
         program,
         dialect,
-        env: std::env::vars().collect(),
+        env: winx::config::process_env(),
         workspace,
         session_dir,
     };

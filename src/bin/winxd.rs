@@ -5,9 +5,9 @@ use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use winx::config::winxd::WinxdConfig;
 use winx::daemon::{self, Started};
 use winx::runtime::daemon::sibling;
-use winx::wire::daemon::Lifecycle;
 
 const USAGE: &str = "usage: winxd [--socket PATH] [--ready-fd N] | --version";
 
@@ -42,14 +42,6 @@ fn main() -> ExitCode {
             other => return usage(other.unexpected()),
         }
     }
-    winx::adapter::init_logging(log::LevelFilter::Warn);
-    let socket = socket.unwrap_or_else(|| {
-        let env = |k: &str| std::env::var(k).ok();
-        let dir = winx::config::runtime_dir(&env);
-        env("WINX_SOCKET")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| dir.join("winxd.sock"))
-    });
     // The readiness pipe must not leak into the shells and guardians we start: a child
     // holding it open would keep the starter from ever seeing EOF.
     if let Some(fd) = ready_fd {
@@ -62,22 +54,29 @@ fn main() -> ExitCode {
             let _ = f.write_all(msg.as_bytes());
         }
     };
-    let lifecycle = match lifecycle_from_env() {
-        Ok(l) => l,
+    let vars = winx::config::process_env();
+    let config = match WinxdConfig::build(socket, &winx::config::lookup(&vars)) {
+        Ok(c) => c,
         Err(e) => {
             report(&format!("err: {e}"));
             return usage(e);
         }
     };
-    match daemon::start(&socket, sibling("winx-guardian"), lifecycle) {
+    winx::adapter::init_logging(config.log_level);
+    match daemon::start(&config.socket, sibling("winx-guardian"), config.lifecycle) {
         Ok(Started::AlreadyRunning) => {
             report("running");
             ExitCode::SUCCESS
         }
         Ok(Started::Serving(d)) => {
             report("ok");
-            d.serve();
-            ExitCode::FAILURE
+            match d.run() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    log::error!("{e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Err(e) => {
             report(&format!("err: {e}"));
@@ -90,24 +89,4 @@ fn main() -> ExitCode {
 fn usage(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {e}\nhint: {USAGE}");
     ExitCode::from(2)
-}
-
-/// Lifecycle settings, read once at start (changing them needs `restart-daemon`).
-fn lifecycle_from_env() -> Result<Lifecycle, String> {
-    let num = |k: &str, default: u64| -> Result<u64, String> {
-        match std::env::var(k) {
-            Err(_) => Ok(default),
-            Ok(v) => v
-                .trim()
-                .parse()
-                .map_err(|_| format!("{k} must be a whole number, got {v:?}")),
-        }
-    };
-    Ok(Lifecycle {
-        unused_ttl_secs: num("WINX_UNUSED_SESSION_IDLE_TTL_SECS", 1_800)?,
-        used_ttl_secs: num("WINX_SESSION_IDLE_TTL_SECS", 86_400)?,
-        max_guardians: num("WINX_MAX_GUARDIANS", 32)?.max(1) as usize,
-        sweep_secs: num("WINX_TTL_SWEEP_SECS", 60)?.max(1),
-        clock_skew_secs: num("WINX_CLOCK_SKEW_SECS", 0)? as i64,
-    })
 }

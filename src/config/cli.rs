@@ -7,6 +7,12 @@ use super::usage::{string, usage};
 use lexopt::prelude::*;
 use std::ffi::OsString;
 
+/// The `--help` text: usage and options, then the environment section built from the
+/// variable table (`vars.rs`).
+pub fn help() -> String {
+    format!("{USAGE}{}", super::vars::help_section())
+}
+
 pub const USAGE: &str = "\
 winx-code-agent: a shell-and-files MCP server for coding agents
 
@@ -42,16 +48,6 @@ HTTP options (with --http; exactly one credential source):
   --max-concurrency <N>      simultaneous requests, default 32 (then 503)
   --requests-per-minute <N>  per source IP, default 120 (then 429)
 
-Environment:
-  WINX_STATE_DIR             state directory (default $XDG_STATE_HOME/winx or ~/.local/state/winx)
-  WINX_LOG / RUST_LOG        stderr log level: off, error, warn (default), info, debug, trace
-  WINX_WORKERS               request worker threads (default 8)
-  WINX_SERVER_INSTRUCTIONS   extra instructions appended to the handshake and Initialize
-  WINX_RUNTIME               daemon (default: shells outlive the server) or embedded
-  WINX_SHELL                 bash (default), zsh, or a path
-  WINX_MAX_TASKS             MCP Tasks working at once (default 32)
-  WINX_NO_REDACT             1 turns off secret redaction in command output
-  WINX_HTTP_TOKEN            single-principal HTTP token when no credential option is given
 ";
 
 /// Arguments of the `serve` command (also the default command).

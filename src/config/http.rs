@@ -5,8 +5,8 @@
 //! Invariant: raw tokens never leave this module; a `Principal` carries only the SHA-256
 //! digest of its token.
 
-use super::ConfigError;
 use super::cli::ServeArgs;
+use super::vars::{self, ConfigError, Var};
 use crate::tools::policy::{PolicyError, ToolPolicy};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -37,16 +37,6 @@ const MAX_NAME_CHARS: usize = 64;
 /// A token file or principal config larger than this is certainly a mistake.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 const MAX_PRINCIPAL_CONFIG_BYTES: u64 = 1 << 20;
-
-/// Environment variables of the HTTP transport (read here only).
-pub mod env {
-    /// Single-principal token, used when no command-line credential source is given.
-    pub const HTTP_TOKEN: &str = "WINX_HTTP_TOKEN";
-    /// Tuning and test knobs, in milliseconds.
-    pub const REQUEST_TIMEOUT_MS: &str = "WINX_HTTP_REQUEST_TIMEOUT_MS";
-    pub const IO_TIMEOUT_MS: &str = "WINX_HTTP_IO_TIMEOUT_MS";
-    pub const DRAIN_GRACE_MS: &str = "WINX_HTTP_DRAIN_GRACE_MS";
-}
 
 pub use crate::session::Affinity;
 
@@ -166,27 +156,16 @@ impl HttpConfig {
             max_concurrency,
             requests_per_minute,
             max_body_bytes,
-            request_timeout: millis(env, env::REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT)?,
-            io_timeout: millis(env, env::IO_TIMEOUT_MS, IO_TIMEOUT)?,
-            drain_grace: millis(env, env::DRAIN_GRACE_MS, DRAIN_GRACE)?,
+            request_timeout: millis(env, &vars::HTTP_REQUEST_TIMEOUT_MS)?,
+            io_timeout: millis(env, &vars::HTTP_IO_TIMEOUT_MS)?,
+            drain_grace: millis(env, &vars::HTTP_DRAIN_GRACE_MS)?,
         })
     }
 }
 
-fn millis(
-    env: &dyn Fn(&str) -> Option<String>,
-    name: &str,
-    default: Duration,
-) -> Result<Duration, ConfigError> {
-    match env(name).filter(|v| !v.is_empty()) {
-        None => Ok(default),
-        Some(v) => match v.parse::<u64>() {
-            Ok(ms) if ms >= 1 => Ok(Duration::from_millis(ms)),
-            _ => Err(err(format!(
-                "{name} must be a positive number of milliseconds"
-            ))),
-        },
-    }
+/// A millisecond variable, checked by its table entry.
+fn millis(env: vars::Env, var: &Var) -> Result<Duration, ConfigError> {
+    vars::number(var, env).map(Duration::from_millis)
 }
 
 /// `IP:PORT`, or `localhost:PORT` (meaning 127.0.0.1). Port 0 picks a free port.
@@ -220,7 +199,7 @@ fn principals(
     policy: &ToolPolicy,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Vec<Principal>, &'static str), ConfigError> {
-    let env_token = env(env::HTTP_TOKEN).filter(|t| !t.is_empty());
+    let env_token = vars::text(&vars::HTTP_TOKEN, env);
     let mut given = Vec::new();
     if args.principal_config.is_some() {
         given.push("--principal-config");
@@ -557,6 +536,24 @@ fn principal_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The variable table shows the defaults this module applies.
+    #[test]
+    fn the_table_defaults_are_the_constants() {
+        let none = |_: &str| None;
+        assert_eq!(
+            millis(&none, &vars::HTTP_REQUEST_TIMEOUT_MS).unwrap(),
+            REQUEST_TIMEOUT
+        );
+        assert_eq!(
+            millis(&none, &vars::HTTP_IO_TIMEOUT_MS).unwrap(),
+            IO_TIMEOUT
+        );
+        assert_eq!(
+            millis(&none, &vars::HTTP_DRAIN_GRACE_MS).unwrap(),
+            DRAIN_GRACE
+        );
+    }
 
     #[test]
     fn bind_parsing_and_loopback() {

@@ -7,6 +7,11 @@ pub mod cli;
 pub mod http;
 pub mod opcli;
 pub mod usage;
+pub mod vars;
+pub mod winxd;
+
+pub use vars::{ConfigError, DEFAULT_WORKERS};
+pub use winxd::{daemon_socket, runtime_dir};
 
 use crate::guardian::shell::resolve as resolve_shell;
 use crate::jsonrpc::MAX_MESSAGE_BYTES;
@@ -14,21 +19,15 @@ use crate::runtime::{RuntimeConfig, RuntimeKind};
 use crate::tools::policy::ToolPolicy;
 use std::path::{Path, PathBuf};
 
-/// Default size of the request worker pool. Small on purpose: tool calls are I/O bound and
-/// the machines we target have two cores; long shell waits park on channels, not threads.
-pub const DEFAULT_WORKERS: usize = 8;
+/// The process environment, read once by a binary's `main` and handed to the builders
+/// here (the one place configuration comes from the environment).
+pub fn process_env() -> Vec<(String, String)> {
+    std::env::vars().collect()
+}
 
-/// Environment variables the server reads (all at startup, here).
-pub mod env {
-    pub const STATE_DIR: &str = "WINX_STATE_DIR";
-    pub const LOG: &str = "WINX_LOG";
-    pub const RUST_LOG: &str = "RUST_LOG";
-    pub const WORKERS: &str = "WINX_WORKERS";
-    pub const SERVER_INSTRUCTIONS: &str = "WINX_SERVER_INSTRUCTIONS";
-    pub const RUNTIME: &str = "WINX_RUNTIME";
-    pub const SHELL: &str = "WINX_SHELL";
-    pub const SOCKET: &str = "WINX_SOCKET";
-    pub const NO_REDACT: &str = "WINX_NO_REDACT";
+/// A lookup over collected variables, as every builder here takes the environment.
+pub fn lookup(vars: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
+    |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
 }
 
 /// Everything the stdio server needs, decided once.
@@ -67,17 +66,17 @@ pub struct Diagnostics {
     pub http_credentials_configured: bool,
 }
 
-fn diagnostics(env: &dyn Fn(&str) -> Option<String>) -> Diagnostics {
+fn diagnostics(env: vars::Env) -> Diagnostics {
     let uid = nix::unistd::getuid().as_raw();
     let mut socket_candidates = Vec::new();
-    if let Some(s) = env(env::SOCKET).filter(|s| !s.is_empty()) {
+    if let Some(s) = vars::text(&vars::SOCKET, env) {
         socket_candidates.push(PathBuf::from(s));
     }
     if let Some(x) = env("XDG_RUNTIME_DIR").filter(|s| !s.is_empty()) {
         socket_candidates.push(PathBuf::from(x).join("winx/winxd.sock"));
     }
     socket_candidates.push(PathBuf::from(format!("/tmp/winx-{uid}/winxd.sock")));
-    let file_containment = match env("WINX_ALLOW_PATHS").as_deref() {
+    let file_containment = match env(vars::ALLOW_PATHS.name).as_deref() {
         None | Some("") => "workspace",
         Some(v) if v.split(':').any(|p| p == "/") => "unconfined",
         Some(_) => "extended",
@@ -86,17 +85,7 @@ fn diagnostics(env: &dyn Fn(&str) -> Option<String>) -> Diagnostics {
         socket_candidates,
         file_containment,
         usage_log_configured: env("WINX_USAGE_LOG").is_some_and(|v| !v.is_empty()),
-        http_credentials_configured: env("WINX_HTTP_TOKEN").is_some_and(|v| !v.is_empty()),
-    }
-}
-
-/// A configuration problem, reported at startup with exit code 2.
-#[derive(Debug)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        http_credentials_configured: vars::text(&vars::HTTP_TOKEN, env).is_some(),
     }
 }
 
@@ -106,80 +95,50 @@ impl Config {
         args: &cli::ServeArgs,
         vars: Vec<(String, String)>,
     ) -> Result<Config, ConfigError> {
-        let lookup = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        let env: &dyn Fn(&str) -> Option<String> = &lookup;
+        let lookup = lookup(&vars);
+        let env: vars::Env = &lookup;
         let policy = ToolPolicy::build(args.tool_profile.as_deref(), &args.allow_tools)
             .map_err(|e| ConfigError(e.to_string()))?;
         let state_dir = state_dir(env).ok_or_else(|| {
             ConfigError("cannot find a state directory: set WINX_STATE_DIR or HOME".into())
         })?;
-        let log_level = match env(env::LOG).or_else(|| env(env::RUST_LOG)) {
-            None => log::LevelFilter::Warn,
-            Some(v) => parse_level(&v)
-                .ok_or_else(|| ConfigError(format!("invalid log level {v:?} in WINX_LOG")))?,
-        };
-        let workers = match env(env::WORKERS) {
-            None => DEFAULT_WORKERS,
-            Some(v) => match v.parse::<usize>() {
-                Ok(n) if (1..=256).contains(&n) => n,
-                _ => {
-                    return Err(ConfigError(format!(
-                        "WINX_WORKERS must be 1..=256, got {v:?}"
-                    )));
-                }
-            },
-        };
+        let log_level = vars::log_level(env)?;
+        let workers = vars::count(&vars::WORKERS, env)?;
+        // winxd's variables are checked here too, so a bad value is a startup error of the
+        // adapter (exit 2) rather than a winxd that cannot start.
+        winxd::lifecycle(env)?;
         let runtime = runtime_config(env, &state_dir, vars.clone())?;
-        let mut allow_paths =
-            crate::files::policy::AllowPaths::parse(&env("WINX_ALLOW_PATHS").unwrap_or_default());
+        let mut allow_paths = crate::files::policy::AllowPaths::parse(
+            &vars::text(&vars::ALLOW_PATHS, env).unwrap_or_default(),
+        );
         // The server's own state is never a file tool's business. The runtime directory is
         // ours only when WINX_SOCKET does not name another place (its parent may be shared).
         allow_paths.protect_dir(&state_dir);
-        if env(env::SOCKET).is_none_or(|s| s.is_empty()) {
+        if vars::text(&vars::SOCKET, env).is_none() {
             allow_paths.protect_dir(&runtime.runtime_dir);
         }
         Ok(Config {
             runtime,
-            redact: env(env::NO_REDACT).is_none_or(|v| v != "1"),
+            redact: !vars::flag(&vars::NO_REDACT, env),
             diagnostics: diagnostics(env),
             allow_paths,
-            read_parallelism: match env("WINX_READ_PARALLELISM") {
-                None => crate::files::read::DEFAULT_READ_PARALLELISM,
-                Some(v) => match v.parse::<usize>() {
-                    Ok(n) if (1..=crate::files::read::MAX_READ_PARALLELISM).contains(&n) => n,
-                    _ => {
-                        return Err(ConfigError(format!(
-                            "WINX_READ_PARALLELISM must be 1..=32, got {v:?}"
-                        )));
-                    }
-                },
-            },
-            max_tasks: match env("WINX_MAX_TASKS") {
-                None => crate::tasks::store::MAX_WORKING,
-                Some(v) => match v.parse::<usize>() {
-                    Ok(n) if (1..=256).contains(&n) => n,
-                    _ => {
-                        return Err(ConfigError(format!(
-                            "WINX_MAX_TASKS must be 1..=256, got {v:?}"
-                        )));
-                    }
-                },
-            },
+            read_parallelism: vars::count(&vars::READ_PARALLELISM, env)?,
+            max_tasks: vars::count(&vars::MAX_TASKS, env)?,
             policy,
             state_dir,
             log_level,
             workers,
             max_message_bytes: MAX_MESSAGE_BYTES,
-            server_instructions: env(env::SERVER_INSTRUCTIONS).filter(|s| !s.trim().is_empty()),
+            server_instructions: vars::text(&vars::SERVER_INSTRUCTIONS, env),
             principal: "local".into(),
         })
     }
 }
 
 /// `$WINX_STATE_DIR`, else `$XDG_STATE_HOME/winx`, else `~/.local/state/winx`.
-fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+fn state_dir(env: vars::Env) -> Option<PathBuf> {
     let nonempty = |k: &str| env(k).filter(|v| !v.is_empty());
-    if let Some(d) = nonempty(env::STATE_DIR) {
+    if let Some(d) = vars::text(&vars::STATE_DIR, env) {
         return Some(PathBuf::from(d));
     }
     if let Some(d) = nonempty("XDG_STATE_HOME") {
@@ -189,22 +148,15 @@ fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 }
 
 fn runtime_config(
-    env: &dyn Fn(&str) -> Option<String>,
+    env: vars::Env,
     state_dir: &Path,
     base_env: Vec<(String, String)>,
 ) -> Result<RuntimeConfig, ConfigError> {
-    let kind = match env(env::RUNTIME).as_deref() {
-        None | Some("") | Some("daemon") => RuntimeKind::Daemon,
-        Some("embedded") => RuntimeKind::Embedded,
-        Some(other) => {
-            return Err(ConfigError(format!(
-                "WINX_RUNTIME must be daemon or embedded, got {other:?}"
-            )));
-        }
+    let kind = match vars::one_of(&vars::RUNTIME, env)? {
+        "embedded" => RuntimeKind::Embedded,
+        _ => RuntimeKind::Daemon,
     };
-    let shell_name = env(env::SHELL)
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "bash".into());
+    let shell_name = vars::text(&vars::SHELL, env).unwrap_or_else(|| "bash".into());
     let path_var = env("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     let shell = resolve_shell(&shell_name, &path_var).ok_or_else(|| {
         ConfigError(format!(
@@ -212,10 +164,7 @@ fn runtime_config(
         ))
     })?;
     let runtime_dir = runtime_dir(env);
-    let daemon_socket = env(env::SOCKET)
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| runtime_dir.join("winxd.sock"));
+    let daemon_socket = daemon_socket(env);
     Ok(RuntimeConfig {
         kind,
         daemon_socket,
@@ -224,39 +173,6 @@ fn runtime_config(
         shell,
         base_env,
     })
-}
-
-/// `WINX_SOCKET`'s directory, else `$XDG_RUNTIME_DIR/winx` when that directory is ours and
-/// private, else `/tmp/winx-<uid>`.
-pub fn runtime_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    use std::os::unix::fs::MetadataExt;
-    let uid = nix::unistd::getuid().as_raw();
-    if let Some(sock) = env(env::SOCKET).filter(|s| !s.is_empty())
-        && let Some(dir) = Path::new(&sock).parent()
-    {
-        return dir.to_path_buf();
-    }
-    if let Some(xdg) = env("XDG_RUNTIME_DIR").filter(|s| !s.is_empty()) {
-        let ok = std::fs::metadata(&xdg)
-            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
-        if ok {
-            return PathBuf::from(xdg).join("winx");
-        }
-    }
-    PathBuf::from(format!("/tmp/winx-{uid}"))
-}
-
-/// Accepts a plain level name (`RUST_LOG=debug`); module filters are not supported.
-fn parse_level(v: &str) -> Option<log::LevelFilter> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "off" => Some(log::LevelFilter::Off),
-        "error" => Some(log::LevelFilter::Error),
-        "warn" | "warning" => Some(log::LevelFilter::Warn),
-        "info" => Some(log::LevelFilter::Info),
-        "debug" => Some(log::LevelFilter::Debug),
-        "trace" => Some(log::LevelFilter::Trace),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -2,20 +2,35 @@
 //! finds them again after its own restart (their sockets outlive it), and answers the
 //! adapters' `Ensure` requests.
 //!
-//! Threads: the accept loop (the caller of `run`), one `winxd-conn` thread per client.
+//! Threads: the main thread (the caller of `Daemon::run`) owns every decision and the
+//! shutdown; `winxd-accept` (accept.rs) forwards clients to it; one `winxd-conn` per served
+//! client (conn.rs), at most `MAX_CONNECTIONS`; `winxd-refuse` (refuse.rs) answers clients
+//! beyond that with `Busy`; `ttl-sweeper` (sweeper.rs) applies the TTL tiers on the main
+//! thread's tick. Each worker reports its end on the main thread's event channel.
+//!
 //! Invariant: winxd holds no session state that a guardian does not also hold; losing
-//! winxd (SIGKILL, restart) never loses a shell.
+//! winxd (SIGKILL, restart) never loses a shell. No thread but the main one ends the
+//! process, and it does so by returning from `run`.
 
+mod accept;
+mod conn;
+mod event;
 pub mod lifecycle;
+mod refuse;
 pub mod spawn;
+mod state;
+mod sweeper;
+
+pub use accept::Backoff;
 
 use crate::deadline::Deadline;
 use crate::fsutil::ensure_private_dir;
-use crate::ipc::{GuardianClient, guardian_socket};
-use crate::wire::daemon::{Lifecycle, PROTOCOL, Request, Response};
-use crate::wire::guardian;
-use crate::wire::{Hello, read_frame, write_frame};
+use crate::wire::daemon::Lifecycle;
+use crossbeam_channel::{Receiver, Sender, bounded, never, select};
+use event::Event;
 use parking_lot::Mutex;
+use state::State;
+use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -24,14 +39,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a client may take to send a frame; a stuck client costs only its own thread.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long an existing guardian has to answer the liveness snapshot.
-const PROBE_WAIT: Duration = Duration::from_secs(2);
+/// Control connections served at once. Each holds a thread for one short request from an
+/// adapter or operator on this machine; 64 is twice the default guardian quota's worth of
+/// simultaneous clients, and it bounds winxd's threads when a client floods the socket.
+/// Beyond it, clients get a typed `Busy` answer (or, when even the refusal queue is full,
+/// a closed connection).
+pub const MAX_CONNECTIONS: usize = 64;
+/// Clients waiting for their `Busy` answer; beyond this they are closed at once.
+const REFUSE_QUEUE: usize = 16;
+/// After `Shutdown`, connections have this long to finish the request in flight (the
+/// slowest is an `Ensure` waiting up to 20 s for a guardian to start). Idle ones end at
+/// once: their reading side is closed. The successor does not wait for this: the socket
+/// and lock are released before `Shutdown` is answered.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 
 /// What happened at startup, for the starter's readiness pipe.
 pub enum Started {
-    /// We hold the lock and serve; `serve` runs the accept loop.
+    /// We hold the lock and serve; `run` runs the daemon until `Shutdown`.
     Serving(Daemon),
     /// Another winxd holds the lock.
     AlreadyRunning,
@@ -40,18 +64,6 @@ pub enum Started {
 pub struct Daemon {
     listener: UnixListener,
     state: Arc<State>,
-}
-
-struct State {
-    runtime_dir: PathBuf,
-    socket: PathBuf,
-    guardian_bin: PathBuf,
-    lifecycle: Lifecycle,
-    /// The `winxd.lock` handle; dropped (unlocking) on `Shutdown` before answering, so a
-    /// successor can start as soon as we answer.
-    lock: Mutex<Option<fs::File>>,
-    /// Serialises guardian starts so concurrent `Ensure`s of one key converge.
-    starting: Mutex<()>,
 }
 
 /// Take the lock and bind the socket.
@@ -94,143 +106,147 @@ pub fn start(
     }))
 }
 
+/// The main thread's view of the workers it started.
+struct Workers {
+    events_tx: Sender<Event>,
+    /// Closed at shutdown: tells the accept loop to stop.
+    stop_accept: Option<Sender<()>>,
+    sweep: Option<Sender<()>>,
+    refuse: Option<Sender<UnixStream>>,
+    /// Served connections, by id; the handle lets shutdown close their reading side.
+    conns: HashMap<u64, Arc<UnixStream>>,
+    next_id: u64,
+    /// Long-lived workers (accept loop, sweeper, refuser) still running.
+    running: usize,
+}
+
+fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| format!("cannot start thread {name}: {e}"))
+}
+
 impl Daemon {
-    /// The accept loop. A `Shutdown` request ends the process (releasing the lock).
-    pub fn serve(self) {
-        let sweeper_state = self.state.clone();
-        let _ = std::thread::Builder::new()
-            .name("ttl-sweeper".into())
-            .spawn(move || sweeper(&sweeper_state));
-        for conn in self.listener.incoming() {
-            let Ok(stream) = conn else { continue };
-            let state = self.state.clone();
-            let _ = std::thread::Builder::new()
-                .name("winxd-conn".into())
-                .spawn(move || serve_client(stream, &state));
-        }
-    }
-}
-
-/// Apply the TTL tiers every `sweep_secs`, for the life of the process.
-fn sweeper(state: &State) {
-    loop {
-        let tick = Deadline::after(
-            "ttl sweep",
-            Duration::from_secs(state.lifecycle.sweep_secs.max(1)),
-        );
-        let _ = tick.receiver().recv();
-        let l = state.lifecycle;
-        let removed = lifecycle::remove_where(&state.runtime_dir, l.now_ms(), |s, now| {
-            lifecycle::expired_by_tier(s, &l, now)
-        });
-        if !removed.is_empty() {
-            log::info!("ttl sweep removed {removed:?}");
-        }
-    }
-}
-
-fn same_user(stream: &UnixStream) -> bool {
-    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    getsockopt(stream, PeerCredentials).is_ok_and(|c| c.uid() == nix::unistd::getuid().as_raw())
-}
-
-fn serve_client(mut s: UnixStream, state: &State) {
-    if !same_user(&s) {
-        log::warn!("refusing a client of another user");
-        return;
-    }
-    let _ = s.set_read_timeout(Some(CLIENT_TIMEOUT));
-    let hello: std::io::Result<Hello> = read_frame(&mut s);
-    let Ok(hello) = hello else { return };
-    if write_frame(&mut s, &Hello::new(PROTOCOL, "winxd")).is_err() || hello.protocol != PROTOCOL {
-        return;
-    }
-    loop {
-        let req: std::io::Result<Request> = read_frame(&mut s);
-        let Ok(req) = req else { return };
-        let resp = handle(state, &req);
-        if write_frame(&mut s, &resp).is_err() {
-            return;
-        }
-        if req == Request::Shutdown {
-            log::info!("winxd shutting down on request; guardians keep running");
-            std::process::exit(0);
-        }
-    }
-}
-
-fn alive(socket: &Path) -> bool {
-    matches!(
-        GuardianClient::new(socket).call(&guardian::Request::Snapshot, PROBE_WAIT),
-        Ok(guardian::Response::Snapshot(_))
-    )
-}
-
-fn handle(state: &State, req: &Request) -> Response {
-    match req {
-        Request::Ensure { key, .. } => ensure(state, key, req),
-        Request::List => Response::Sessions {
-            sessions: lifecycle::live_sessions(&state.runtime_dir),
-        },
-        Request::Kill { thread_id } => Response::Removed {
-            thread_ids: lifecycle::remove_where(&state.runtime_dir, 0, |s, _| {
-                thread_id.as_ref().is_none_or(|t| *t == s.labels.thread_id)
-            }),
-        },
-        Request::Prune { idle_seconds } => {
-            let l = state.lifecycle;
-            let now = l.now_ms();
-            let thread_ids = match idle_seconds {
-                None => lifecycle::remove_where(&state.runtime_dir, now, |s, now| {
-                    lifecycle::expired_by_tier(s, &l, now)
-                }),
-                Some(n) => lifecycle::remove_where(&state.runtime_dir, now, |s, now| {
-                    lifecycle::idle_for(s, *n, now)
-                }),
-            };
-            Response::Removed { thread_ids }
-        }
-        Request::Status => Response::Status {
-            build: crate::build_info::identity(),
-            pid: std::process::id(),
-            lifecycle: state.lifecycle,
-            socket: state.socket.to_string_lossy().into_owned(),
-        },
-        Request::Shutdown => {
-            // Unreachable and unlocked before we answer; the connection thread exits the
-            // process once the answer is written.
-            let _ = fs::remove_file(&state.socket);
-            state.lock.lock().take();
-            Response::Done
-        }
-    }
-}
-
-fn ensure(state: &State, key: &str, req: &Request) -> Response {
-    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Response::Error {
-            message: "session keys are alphanumeric".into(),
+    /// Serve until a client's `Shutdown`, then stop every thread and return. The main
+    /// thread selects over the workers' events and the sweep tick; nothing else ends winxd.
+    pub fn run(self) -> Result<(), String> {
+        let listener = Arc::new(self.listener);
+        // Bounded: when the main thread falls behind, the accept loop waits on it.
+        let (events_tx, events) = bounded(MAX_CONNECTIONS);
+        let (stop_tx, stop_rx) = bounded::<()>(0);
+        let (sweep_tx, sweep_rx) = bounded::<()>(1);
+        let (refuse_tx, refuse_rx) = bounded::<UnixStream>(REFUSE_QUEUE);
+        let (l, tx) = (listener.clone(), events_tx.clone());
+        spawn_named("winxd-accept", move || accept::run(l, tx, stop_rx))?;
+        let (st, tx) = (self.state.clone(), events_tx.clone());
+        spawn_named("ttl-sweeper", move || sweeper::run(st, sweep_rx, tx))?;
+        let tx = events_tx.clone();
+        spawn_named("winxd-refuse", move || {
+            refuse::run(refuse_rx, MAX_CONNECTIONS, tx)
+        })?;
+        let mut w = Workers {
+            events_tx,
+            stop_accept: Some(stop_tx),
+            sweep: Some(sweep_tx),
+            refuse: Some(refuse_tx),
+            conns: HashMap::new(),
+            next_id: 0,
+            running: 3,
         };
-    }
-    let socket = guardian_socket(&state.runtime_dir, key);
-    let _one_at_a_time = state.starting.lock();
-    if alive(&socket) {
-        return Response::Ensured {
-            socket: socket.to_string_lossy().into_owned(),
-            created: false,
-        };
-    }
-    if let Err(message) = lifecycle::make_room(&state.runtime_dir, &state.lifecycle) {
-        return Response::Error { message };
-    }
-    match spawn::guardian(&state.guardian_bin, &socket, req) {
-        Ok(pid) => {
-            log::info!("started guardian {pid} for session {key}");
-            Response::Ensured {
-                socket: socket.to_string_lossy().into_owned(),
-                created: true,
+        let sweep_every = Duration::from_secs(self.state.lifecycle.sweep_secs.max(1));
+        let mut tick = Deadline::after("ttl sweep", sweep_every).receiver();
+        let mut grace: Option<Deadline> = None;
+        loop {
+            if grace.is_some() && w.conns.is_empty() && w.running == 0 {
+                log::info!("winxd stopped: every thread ended");
+                return Ok(());
+            }
+            let grace_over: Receiver<_> = grace.map_or_else(never, |g| g.receiver());
+            select! {
+                recv(events) -> ev => {
+                    // The main thread holds a sender, so the channel never disconnects.
+                    let Ok(ev) = ev else { continue };
+                    if on_event(&mut w, &self.state, ev, grace.is_some()) {
+                        grace = Some(Deadline::after("shutdown grace", SHUTDOWN_GRACE));
+                        stop(&mut w, &listener);
+                        tick = never();
+                    }
+                }
+                recv(tick) -> _ => {
+                    // A sweep still running makes this tick a no-op.
+                    if let Some(s) = &w.sweep {
+                        let _ = s.try_send(());
+                    }
+                    tick = Deadline::after("ttl sweep", sweep_every).receiver();
+                }
+                recv(grace_over) -> _ => {
+                    log::warn!(
+                        "winxd stopped: {} connections and {} workers still busy after the \
+                         {SHUTDOWN_GRACE:?} shutdown grace",
+                        w.conns.len(),
+                        w.running
+                    );
+                    return Ok(());
+                }
             }
         }
-        Err(message) => Response::Error { message },
+    }
+}
+
+/// Handle one event; `true` when it asks the daemon to stop.
+fn on_event(w: &mut Workers, state: &Arc<State>, ev: Event, stopping: bool) -> bool {
+    match ev {
+        Event::Accepted(stream) if stopping => drop(stream),
+        Event::Accepted(stream) => accepted(w, state, stream),
+        Event::ConnectionEnded(id) => {
+            w.conns.remove(&id);
+        }
+        Event::ShutdownRequested => return !stopping,
+        Event::Stopped(name) => {
+            w.running -= 1;
+            if !stopping {
+                log::error!("winxd's {name} thread ended unexpectedly");
+            }
+        }
+    }
+    false
+}
+
+/// Serve a new client on its own thread, or refuse it when `MAX_CONNECTIONS` are served.
+fn accepted(w: &mut Workers, state: &Arc<State>, stream: UnixStream) {
+    if w.conns.len() >= MAX_CONNECTIONS {
+        let queued = w.refuse.as_ref().map(|r| r.try_send(stream).is_ok());
+        if queued != Some(true) {
+            log::warn!(
+                "{MAX_CONNECTIONS} control connections busy and the refusal queue full; closing one"
+            );
+        }
+        return;
+    }
+    let id = w.next_id;
+    w.next_id += 1;
+    let stream = Arc::new(stream);
+    let (s, st, tx) = (stream.clone(), state.clone(), w.events_tx.clone());
+    match spawn_named("winxd-conn", move || conn::run(id, s, st, tx)) {
+        Ok(()) => {
+            w.conns.insert(id, stream);
+        }
+        // The closure, and with it the connection, is dropped: the client sees it closed.
+        Err(e) => log::error!("{e}; closing the connection"),
+    }
+}
+
+/// Stop accepting, stop the sweeper and refuser, and close every connection's reading side
+/// (a request in flight is still answered).
+fn stop(w: &mut Workers, listener: &UnixListener) {
+    w.stop_accept = None;
+    // Wakes the accept loop's blocked `accept` (it fails with EINVAL and sees `stop` closed).
+    let _ = nix::sys::socket::shutdown(listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+    w.sweep = None;
+    w.refuse = None;
+    for c in w.conns.values() {
+        let _ = c.shutdown(std::net::Shutdown::Read);
     }
 }

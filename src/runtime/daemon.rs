@@ -86,20 +86,29 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
 
 /// One request to a winxd that is already running; never starts one (`doctor` observes).
 pub fn request_running(socket: &Path, req: &Request) -> Result<Response, String> {
-    let mut s = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
+    let s = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
+    exchange(s, req)
+}
+
+/// Send `req` and read its answer; winxd's `Busy` becomes an error saying so.
+fn exchange(mut s: UnixStream, req: &Request) -> Result<Response, String> {
     write_frame(&mut s, req).map_err(|e| format!("send to winxd: {e}"))?;
-    read_frame(&mut s).map_err(|e| format!("winxd answer: {e}"))
+    match read_frame(&mut s).map_err(|e| format!("winxd answer: {e}"))? {
+        Response::Busy { limit } => Err(format!(
+            "winxd is serving its limit of {limit} control connections; retry shortly"
+        )),
+        other => Ok(other),
+    }
 }
 
 /// One request to winxd, starting it first when nothing answers on its socket.
 pub fn request(socket: &Path, env: &[(String, String)], req: &Request) -> Result<Response, String> {
-    let mut s = match connect(socket) {
+    let s = match connect(socket) {
         Ok(s) => s,
         Err(_) => {
             start(socket, env)?;
             connect(socket).map_err(|e| format!("connect to winxd: {e}"))?
         }
     };
-    write_frame(&mut s, req).map_err(|e| format!("send to winxd: {e}"))?;
-    read_frame(&mut s).map_err(|e| format!("winxd answer: {e}"))
+    exchange(s, req)
 }

@@ -84,4 +84,8 @@ pub enum Response {
     Error {
         message: String,
     },
+    /// winxd already serves `limit` control connections; retry once one has ended.
+    Busy {
+        limit: usize,
+    },
 }

@@ -1,0 +1,88 @@
+//! winxd's configuration: its socket, lifecycle settings and log level, from its flags and
+//! the variables of the table (`vars.rs`). Also where the runtime directory is decided,
+//! which the adapter shares.
+
+use super::vars::{self, ConfigError, Env, SOCKET, text};
+use crate::wire::daemon::Lifecycle;
+use std::path::{Path, PathBuf};
+
+/// Everything winxd decides at start (changing it needs `restart-daemon`).
+#[derive(Clone, Debug)]
+pub struct WinxdConfig {
+    pub socket: PathBuf,
+    pub lifecycle: Lifecycle,
+    pub log_level: log::LevelFilter,
+}
+
+impl WinxdConfig {
+    /// From `--socket` (if given) and the environment.
+    pub fn build(socket: Option<PathBuf>, env: Env) -> Result<WinxdConfig, ConfigError> {
+        Ok(WinxdConfig {
+            socket: socket.unwrap_or_else(|| daemon_socket(env)),
+            lifecycle: lifecycle(env)?,
+            log_level: vars::log_level(env)?,
+        })
+    }
+}
+
+/// The lifecycle settings, each checked by its table entry.
+pub fn lifecycle(env: Env) -> Result<Lifecycle, ConfigError> {
+    Ok(Lifecycle {
+        unused_ttl_secs: vars::number(&vars::UNUSED_SESSION_IDLE_TTL_SECS, env)?,
+        used_ttl_secs: vars::number(&vars::SESSION_IDLE_TTL_SECS, env)?,
+        max_guardians: vars::count(&vars::MAX_GUARDIANS, env)?,
+        sweep_secs: vars::number(&vars::TTL_SWEEP_SECS, env)?,
+        // In range 0..=10 years, so it fits an i64.
+        clock_skew_secs: vars::number(&vars::CLOCK_SKEW_SECS, env)? as i64,
+    })
+}
+
+/// winxd's socket: `WINX_SOCKET`, else `winxd.sock` in the runtime directory.
+pub fn daemon_socket(env: Env) -> PathBuf {
+    text(&SOCKET, env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| runtime_dir(env).join("winxd.sock"))
+}
+
+/// `WINX_SOCKET`'s directory, else `$XDG_RUNTIME_DIR/winx` when that directory is ours and
+/// private, else `/tmp/winx-<uid>`.
+pub fn runtime_dir(env: Env) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    if let Some(sock) = text(&SOCKET, env)
+        && let Some(dir) = Path::new(&sock).parent()
+    {
+        return dir.to_path_buf();
+    }
+    if let Some(xdg) = env("XDG_RUNTIME_DIR").filter(|s| !s.is_empty()) {
+        let ok = std::fs::metadata(&xdg)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+        if ok {
+            return PathBuf::from(xdg).join("winx");
+        }
+    }
+    PathBuf::from(format!("/tmp/winx-{uid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_defaults_and_range_errors() {
+        let none = |_: &str| None;
+        let l = lifecycle(&none).unwrap();
+        assert_eq!(
+            (
+                l.unused_ttl_secs,
+                l.used_ttl_secs,
+                l.max_guardians,
+                l.sweep_secs
+            ),
+            (1_800, 86_400, 32, 60)
+        );
+        let zero_sweep = |k: &str| (k == "WINX_TTL_SWEEP_SECS").then(|| "0".to_string());
+        let e = lifecycle(&zero_sweep).unwrap_err();
+        assert!(e.0.starts_with("WINX_TTL_SWEEP_SECS must be"), "{e}");
+    }
+}
