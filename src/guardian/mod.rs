@@ -5,6 +5,7 @@
 //! Invariant: the guardian never opens SQLite; it keeps journals and clocks and answers
 //! requests, and the adapter records whatever must persist.
 
+pub mod client_io;
 pub mod event_loop;
 pub mod exec;
 pub mod session;
