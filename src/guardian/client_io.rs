@@ -153,7 +153,8 @@ mod tests {
     fn an_oversized_frame_is_refused_before_its_body_arrives() {
         let (a, b) = UnixStream::pair().unwrap();
         let mut c = Client::new(b).unwrap();
-        (&a).write_all(&((MAX_FRAME_BYTES + 1) as u32).to_be_bytes()).unwrap();
+        (&a).write_all(&((MAX_FRAME_BYTES + 1) as u32).to_be_bytes())
+            .unwrap();
         c.fill().unwrap();
         assert!(c.next_frame::<Hello>().unwrap().is_err());
     }

@@ -10,8 +10,8 @@ use super::client_io::Client;
 use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
 use crate::deadline::Deadline;
-use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, Wait};
 use crate::wire::Hello;
+use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, Wait};
 use nix::libc;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, RawFd};
@@ -139,6 +139,8 @@ impl EventLoop {
                     self.read_master(bg.as_deref(), *fd);
                 }
             }
+            let act = self.session.recheck_marker();
+            self.on_activity(act);
             if self.on_ready.is_some() && self.startup.expired() {
                 self.fail_startup("the shell printed no prompt in time".into());
             }
@@ -168,6 +170,9 @@ impl EventLoop {
         }
         if self.on_ready.is_some() {
             consider(&self.startup);
+        }
+        if let Some(d) = self.session.marker_recheck() {
+            consider(d);
         }
         if let Some(g) = &self.terminating {
             consider(g);

@@ -6,6 +6,7 @@
 //! requests, and the adapter records whatever must persist.
 
 pub mod client_io;
+pub mod completion;
 pub mod event_loop;
 pub mod exec;
 pub mod session;
