@@ -315,8 +315,10 @@ fn kill_all_ends_detached_children() {
     });
 }
 
-/// Item 5, embedded runtime: the session ends with the adapter, and so do its children
-/// (except a `setsid` child whose parent exited: see docs/architecture.md).
+/// Item 5, embedded runtime: the session ends with the adapter, and so do its children.
+/// `setsid` is left out: in a job-control shell it forks, so its child is re-parented to
+/// init in a session of its own, which an embedded guardian cannot tell from any other
+/// process (the adapter is no subreaper: see docs/architecture.md).
 #[test]
 fn adapter_exit_ends_embedded_detached_children() {
     let mut a = spawn("embedded");
@@ -324,11 +326,10 @@ fn adapter_exit_ends_embedded_detached_children() {
     let tag = a.dir.path().join("orphan");
     let run = |how: &str| format!("{how} bash -c 'exec -a {} sleep 1000'", tag.display());
     let cmd = format!(
-        "{} >/dev/null 2>&1 & ({} >/dev/null 2>&1 &); {} >/dev/null 2>&1 & disown; {} >/dev/null 2>&1 & true",
+        "{} >/dev/null 2>&1 & ({} >/dev/null 2>&1 &); {} >/dev/null 2>&1 & disown; true",
         run("nohup"),
         run(""),
         run(""),
-        run("setsid"),
     );
     let r = a.bash(&s, json!({"command": cmd}));
     assert_eq!(
@@ -338,8 +339,8 @@ fn adapter_exit_ends_embedded_detached_children() {
     );
     until(
         Duration::from_secs(10),
-        "four detached children started",
-        || processes_mentioning(&tag).len() == 4,
+        "three detached children started",
+        || processes_mentioning(&tag).len() == 3,
     );
     a.close_stdin();
     assert!(

@@ -7,6 +7,7 @@
 //! PTY that floods at full speed never keeps requests (Ctrl-C included) from being served.
 
 use super::client_io::Client;
+use super::reaper;
 use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
 use crate::deadline::Deadline;
@@ -26,6 +27,9 @@ pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(15);
 const HOUSEKEEPING: Duration = Duration::from_secs(30);
 /// How long processes get between SIGTERM and SIGKILL when the session is shut down.
 const TERMINATE_GRACE: Duration = Duration::from_secs(2);
+/// How often the session's processes are looked for during that grace: orphans
+/// re-parented to init (embedded runtime) send us no SIGCHLD.
+const TERMINATE_POLL: Duration = Duration::from_millis(20);
 /// Bytes read from a PTY per wake-up (one read call): the bound on work a flooding
 /// command can cause between two looks at the clients.
 const READ_CHUNK: usize = 64 * 1024;
@@ -65,6 +69,12 @@ pub struct EventLoop {
     terminating: Option<Deadline>,
     /// Our socket file, removed as soon as we start shutting down so nobody finds us.
     socket: std::path::PathBuf,
+    /// This process is a child subreaper (`winx-guardian`): every orphan of the session
+    /// is our child, so our descendants are exactly the session's processes.
+    subreaper: bool,
+    /// Processes sent SIGTERM at shutdown (their ancestry may be gone by the time the
+    /// grace ends, so they are remembered, not only searched for again).
+    doomed: Vec<i32>,
 }
 
 impl EventLoop {
@@ -87,7 +97,29 @@ impl EventLoop {
             stop: false,
             terminating: None,
             socket: socket.to_path_buf(),
+            subreaper: false,
+            doomed: Vec::new(),
         })
+    }
+
+    /// This process was made a child subreaper (`reaper::become_subreaper`): reap the
+    /// orphans it adopts, and count them as the session's at shutdown.
+    pub fn adopting_orphans(mut self) -> EventLoop {
+        self.subreaper = true;
+        self
+    }
+
+    /// Every live process of the session (see `reaper`), plus those already sent SIGTERM.
+    fn session_processes(&self) -> Vec<i32> {
+        let mut roots = self.session.own_pids();
+        if self.subreaper {
+            roots.push(std::process::id() as i32);
+        }
+        let mut v = reaper::session_processes(&roots, &self.session.terminal_sessions());
+        v.extend(self.doomed.iter().filter(|p| reaper::alive(**p)));
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Run until `Shutdown` or a failed first start.
@@ -119,6 +151,9 @@ impl EventLoop {
                 if self.session.reap_background() {
                     self.check_startup_failure();
                 }
+                if self.subreaper {
+                    reaper::reap_strays(&self.session.own_pids());
+                }
             }
             // Clients first: a request waiting behind a chunk of flood output is served
             // in this wake-up, not after it.
@@ -147,12 +182,18 @@ impl EventLoop {
             self.session.expire_tombstones();
             self.answer_waiters();
             if let Some(grace) = self.terminating
-                && (self.session.reap_all() || grace.expired())
+                && ((self.session.reap_all() && self.session_processes().is_empty())
+                    || grace.expired())
             {
                 self.stop = true;
             }
         }
         self.session.shutdown();
+        // What survived SIGTERM and the grace, detached or not.
+        reaper::signal_all(&self.session_processes(), libc::SIGKILL);
+        if self.subreaper {
+            reaper::reap_strays(&self.session.own_pids());
+        }
     }
 
     fn poll_timeout(&self) -> i32 {
@@ -176,6 +217,7 @@ impl EventLoop {
         }
         if let Some(g) = &self.terminating {
             consider(g);
+            next = next.min(TERMINATE_POLL);
         }
         // Round up so a deadline 0.4 ms away does not spin with a 0 ms timeout.
         next.as_millis().min(i32::MAX as u128) as i32 + i32::from(!next.is_zero())
@@ -399,6 +441,8 @@ impl EventLoop {
                 self.respond(client, &Response::Done);
                 let _ = std::fs::remove_file(&self.socket);
                 self.session.terminate_groups();
+                self.doomed = self.session_processes();
+                reaper::signal_all(&self.doomed, libc::SIGTERM);
                 self.terminating = Some(Deadline::after("terminate grace", TERMINATE_GRACE));
             }
         }

@@ -510,6 +510,20 @@ impl Session {
         v
     }
 
+    /// The shell's and every background command's pid, finished or not: their exit codes
+    /// are ours to read, so nobody else may reap them.
+    pub fn own_pids(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self.bg.values().map(|b| b.pid).collect();
+        v.push(self.shell.pid);
+        v
+    }
+
+    /// Terminal sessions the session started (each PTY child calls `setsid`): a process
+    /// still in one belongs to the session even after its parent exited.
+    pub fn terminal_sessions(&self) -> Vec<i32> {
+        self.live_groups()
+    }
+
     /// End everything: SIGHUP+SIGTERM to every group (the caller waits a grace period),
     /// then `kill_remaining` SIGKILLs and reaps what is left.
     pub fn terminate_groups(&self) {
