@@ -342,7 +342,7 @@ fn a_shell_that_never_prompts_again_can_be_reset(rt: &str) {
     let unhook = if rt == "zsh" {
         "precmd_functions=(); echo lost"
     } else {
-        "unset PROMPT_COMMAND; echo lost"
+        "PS1=''; echo lost"
     };
     let r = a.bash_with(
         &s,

@@ -1,21 +1,24 @@
 //! The guardian's poll loop (dtach shape): one `poll` over the SIGCHLD wake pipe, the
 //! listening socket, every PTY master and every client; one handler per fd kind.
 //! Deferred answers (waits) are `Waiter`s whose deadlines bound the poll timeout.
+//!
+//! Invariant: one wake-up does a bounded amount of work per fd — one read of each PTY
+//! master, a bounded read of each client (`client_io`), non-blocking writes only — so a
+//! PTY that floods at full speed never keeps requests (Ctrl-C included) from being served.
 
+use super::client_io::Client;
+use super::reaper;
 use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
 use crate::deadline::Deadline;
+use crate::wire::Hello;
 use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, Wait};
-use crate::wire::{Hello, read_frame, write_frame};
 use nix::libc;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
-/// How long a client may take to send a whole frame once it started: a stuck client must
-/// not stall every other session user.
-const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections allowed to wait for their hello at once.
 const MAX_GREETING: usize = 64;
 /// How long a (re)started shell may take to print its first prompt marker.
@@ -24,7 +27,11 @@ pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(15);
 const HOUSEKEEPING: Duration = Duration::from_secs(30);
 /// How long processes get between SIGTERM and SIGKILL when the session is shut down.
 const TERMINATE_GRACE: Duration = Duration::from_secs(2);
-/// Bytes read from a PTY per read call.
+/// How often the session's processes are looked for during that grace: orphans
+/// re-parented to init (embedded runtime) send us no SIGCHLD.
+const TERMINATE_POLL: Duration = Duration::from_millis(20);
+/// Bytes read from a PTY per wake-up (one read call): the bound on work a flooding
+/// command can cause between two looks at the clients.
 const READ_CHUNK: usize = 64 * 1024;
 /// Most transcript bytes in one `Read` answer: it fits a socket buffer, so a reader that
 /// pauses (an operator's `attach` piped into a pager) never blocks this loop on a write.
@@ -51,9 +58,7 @@ pub type OnReady = Box<dyn FnOnce(Result<(), String>) + Send>;
 pub struct EventLoop {
     listener: UnixListener,
     session: Session,
-    clients: HashMap<u64, UnixStream>,
-    /// Accepted connections whose hello has not been read yet.
-    greeting: std::collections::HashSet<u64>,
+    clients: HashMap<u64, Client>,
     waiters: Vec<Waiter>,
     next_client: u64,
     wake: WakePipe,
@@ -64,6 +69,12 @@ pub struct EventLoop {
     terminating: Option<Deadline>,
     /// Our socket file, removed as soon as we start shutting down so nobody finds us.
     socket: std::path::PathBuf,
+    /// This process is a child subreaper (`winx-guardian`): every orphan of the session
+    /// is our child, so our descendants are exactly the session's processes.
+    subreaper: bool,
+    /// Processes sent SIGTERM at shutdown (their ancestry may be gone by the time the
+    /// grace ends, so they are remembered, not only searched for again).
+    doomed: Vec<i32>,
 }
 
 impl EventLoop {
@@ -78,7 +89,6 @@ impl EventLoop {
             listener,
             session,
             clients: HashMap::new(),
-            greeting: Default::default(),
             waiters: Vec::new(),
             next_client: 0,
             wake: WakePipe::new()?,
@@ -87,7 +97,29 @@ impl EventLoop {
             stop: false,
             terminating: None,
             socket: socket.to_path_buf(),
+            subreaper: false,
+            doomed: Vec::new(),
         })
+    }
+
+    /// This process was made a child subreaper (`reaper::become_subreaper`): reap the
+    /// orphans it adopts, and count them as the session's at shutdown.
+    pub fn adopting_orphans(mut self) -> EventLoop {
+        self.subreaper = true;
+        self
+    }
+
+    /// Every live process of the session (see `reaper`), plus those already sent SIGTERM.
+    fn session_processes(&self) -> Vec<i32> {
+        let mut roots = self.session.own_pids();
+        if self.subreaper {
+            roots.push(std::process::id() as i32);
+        }
+        let mut v = reaper::session_processes(&roots, &self.session.terminal_sessions());
+        v.extend(self.doomed.iter().filter(|p| reaper::alive(**p)));
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Run until `Shutdown` or a failed first start.
@@ -100,11 +132,14 @@ impl EventLoop {
             let masters = self.session.masters();
             fds.extend(masters.iter().map(|(_, fd)| pollfd(*fd)));
             let client_ids: Vec<u64> = self.clients.keys().copied().collect();
-            fds.extend(
-                client_ids
-                    .iter()
-                    .map(|id| pollfd(self.clients[id].as_raw_fd())),
-            );
+            fds.extend(client_ids.iter().map(|id| {
+                let c = &self.clients[id];
+                let mut p = pollfd(c.stream.as_raw_fd());
+                if c.wants_write() {
+                    p.events |= libc::POLLOUT;
+                }
+                p
+            }));
             let timeout = self.poll_timeout();
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 && nix::Error::last() != nix::Error::EINTR {
@@ -116,32 +151,49 @@ impl EventLoop {
                 if self.session.reap_background() {
                     self.check_startup_failure();
                 }
-            }
-            for (i, (bg, fd)) in masters.iter().enumerate() {
-                if fds[2 + i].revents != 0 {
-                    self.read_master(bg.as_deref(), *fd);
+                if self.subreaper {
+                    reaper::reap_strays(&self.session.own_pids());
                 }
             }
+            // Clients first: a request waiting behind a chunk of flood output is served
+            // in this wake-up, not after it.
             for (i, id) in client_ids.iter().enumerate() {
-                if fds[2 + masters.len() + i].revents != 0 {
+                let revents = fds[2 + masters.len() + i].revents;
+                if revents & libc::POLLOUT != 0 {
+                    self.flush_client(*id);
+                }
+                if revents & !libc::POLLOUT != 0 {
                     self.read_client(*id);
                 }
             }
             if fds[1].revents != 0 {
                 self.accept();
             }
+            for (i, (bg, fd)) in masters.iter().enumerate() {
+                if fds[2 + i].revents != 0 {
+                    self.read_master(bg.as_deref(), *fd);
+                }
+            }
+            let act = self.session.recheck_marker();
+            self.on_activity(act);
             if self.on_ready.is_some() && self.startup.expired() {
                 self.fail_startup("the shell printed no prompt in time".into());
             }
             self.session.expire_tombstones();
             self.answer_waiters();
             if let Some(grace) = self.terminating
-                && (self.session.reap_all() || grace.expired())
+                && ((self.session.reap_all() && self.session_processes().is_empty())
+                    || grace.expired())
             {
                 self.stop = true;
             }
         }
         self.session.shutdown();
+        // What survived SIGTERM and the grace, detached or not.
+        reaper::signal_all(&self.session_processes(), libc::SIGKILL);
+        if self.subreaper {
+            reaper::reap_strays(&self.session.own_pids());
+        }
     }
 
     fn poll_timeout(&self) -> i32 {
@@ -160,48 +212,48 @@ impl EventLoop {
         if self.on_ready.is_some() {
             consider(&self.startup);
         }
+        if let Some(d) = self.session.marker_recheck() {
+            consider(d);
+        }
         if let Some(g) = &self.terminating {
             consider(g);
+            next = next.min(TERMINATE_POLL);
         }
         // Round up so a deadline 0.4 ms away does not spin with a 0 ms timeout.
         next.as_millis().min(i32::MAX as u128) as i32 + i32::from(!next.is_zero())
     }
 
+    /// One read per wake-up: output arriving faster than we handle it waits in the PTY
+    /// (the writer blocks), instead of keeping this loop from the clients.
     fn read_master(&mut self, bg: Option<&str>, fd: RawFd) {
         let mut buf = vec![0u8; READ_CHUNK];
-        loop {
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if n > 0 {
-                let bytes = &buf[..n as usize];
-                match bg {
-                    None => {
-                        let act = self.session.on_shell_output(bytes);
-                        self.on_activity(act);
-                    }
-                    Some(id) => self.session.on_bg_output(id, bytes),
-                }
-                continue;
-            }
-            let err = nix::Error::last();
-            if n < 0 && err == nix::Error::EAGAIN {
-                return;
-            }
-            if n < 0 && err == nix::Error::EINTR {
-                continue;
-            }
-            // EOF or EIO: the other side of the PTY is closed.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            let bytes = &buf[..n as usize];
             match bg {
                 None => {
-                    let act = self.session.on_shell_hangup();
+                    let act = self.session.on_shell_output(bytes);
                     self.on_activity(act);
-                    self.check_startup_failure();
                 }
-                Some(id) => {
-                    self.session.close_bg_master(id);
-                    self.session.reap_background();
-                }
+                Some(id) => self.session.on_bg_output(id, bytes),
             }
             return;
+        }
+        let err = nix::Error::last();
+        if n < 0 && (err == nix::Error::EAGAIN || err == nix::Error::EINTR) {
+            return;
+        }
+        // EOF or EIO: the other side of the PTY is closed.
+        match bg {
+            None => {
+                let act = self.session.on_shell_hangup();
+                self.on_activity(act);
+                self.check_startup_failure();
+            }
+            Some(id) => {
+                self.session.close_bg_master(id);
+                self.session.reap_background();
+            }
         }
     }
 
@@ -241,83 +293,91 @@ impl EventLoop {
 
     fn accept(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
-            let ok = stream.set_nonblocking(false).is_ok()
-                && stream.set_read_timeout(Some(CLIENT_IO_TIMEOUT)).is_ok()
-                && stream.set_write_timeout(Some(CLIENT_IO_TIMEOUT)).is_ok();
-            if !ok {
+            let Ok(client) = Client::new(stream) else {
                 continue;
-            }
+            };
             // The hello is read when it arrives (`read_client`): a client that connects
             // and stays silent never stalls the loop.
-            if self.greeting.len() >= MAX_GREETING {
+            let greeting = || self.clients.iter().filter(|(_, c)| !c.greeted);
+            if greeting().count() >= MAX_GREETING {
                 // Many silent connections: the oldest makes room.
-                if let Some(oldest) = self.greeting.iter().min().copied() {
+                if let Some(oldest) = greeting().map(|(id, _)| *id).min() {
                     self.drop_client(oldest);
                 }
             }
             self.next_client += 1;
-            self.clients.insert(self.next_client, stream);
-            self.greeting.insert(self.next_client);
-        }
-    }
-
-    /// Read a new client's hello and answer ours; a wrong protocol gets our hello (so it
-    /// can say what it met) and is dropped.
-    fn greet(&mut self, id: u64) {
-        self.greeting.remove(&id);
-        let Some(stream) = self.clients.get_mut(&id) else {
-            return;
-        };
-        let hello: std::io::Result<Hello> = read_frame(stream);
-        let answered = write_frame(stream, &Hello::new(PROTOCOL, "guardian")).is_ok();
-        match hello {
-            Ok(h) if h.protocol == PROTOCOL && answered => {}
-            Ok(h) => {
-                log::warn!(
-                    "refusing a {} client speaking protocol {}",
-                    h.role,
-                    h.protocol
-                );
-                self.drop_client(id);
-            }
-            Err(e) => {
-                log::debug!("client hello failed: {e}");
-                self.drop_client(id);
-            }
+            self.clients.insert(self.next_client, client);
         }
     }
 
     fn drop_client(&mut self, id: u64) {
         self.clients.remove(&id);
-        self.greeting.remove(&id);
         self.waiters.retain(|w| w.client != id);
     }
 
-    fn read_client(&mut self, id: u64) {
-        if self.greeting.contains(&id) {
-            return self.greet(id);
+    fn flush_client(&mut self, id: u64) {
+        if let Some(c) = self.clients.get_mut(&id)
+            && c.flush().is_err()
+        {
+            self.drop_client(id);
         }
-        let Some(stream) = self.clients.get_mut(&id) else {
+    }
+
+    /// Take in what the client sent and handle every whole frame: first its hello (ours
+    /// is answered; a wrong protocol gets our hello, so it can say what it met, and is
+    /// dropped), then its one request.
+    fn read_client(&mut self, id: u64) {
+        let Some(c) = self.clients.get_mut(&id) else {
             return;
         };
-        let req: std::io::Result<Request> = read_frame(stream);
-        let req = match req {
-            Ok(r) => r,
-            Err(_) => return self.drop_client(id),
-        };
-        if self.waiters.iter().any(|w| w.client == id) {
-            // One request at a time per connection.
+        if c.fill().is_err() {
             return self.drop_client(id);
         }
-        // Observations (liveness probes, operator reads) are not session activity: they
-        // must never keep an idle session alive or make an old one look new.
-        if !matches!(
-            req,
-            Request::Snapshot | Request::Read { .. } | Request::Shutdown
-        ) {
-            self.session.touch();
+        loop {
+            let Some(c) = self.clients.get_mut(&id) else {
+                return;
+            };
+            if !c.greeted {
+                let hello: std::io::Result<Hello> = match c.next_frame() {
+                    Some(h) => h,
+                    None => break,
+                };
+                c.greeted = true;
+                let answered = c.send(&Hello::new(PROTOCOL, "guardian")).is_ok();
+                match hello {
+                    Ok(h) if h.protocol == PROTOCOL && answered => continue,
+                    Ok(h) => log::warn!(
+                        "refusing a {} client speaking protocol {}",
+                        h.role,
+                        h.protocol
+                    ),
+                    Err(e) => log::debug!("client hello failed: {e}"),
+                }
+                return self.drop_client(id);
+            }
+            let req: Request = match c.next_frame() {
+                None => break,
+                Some(Ok(r)) => r,
+                Some(Err(_)) => return self.drop_client(id),
+            };
+            if self.waiters.iter().any(|w| w.client == id) {
+                // One request at a time per connection.
+                return self.drop_client(id);
+            }
+            // Observations (liveness probes, operator reads) are not session activity:
+            // they must never keep an idle session alive or make an old one look new.
+            if !matches!(
+                req,
+                Request::Snapshot | Request::Read { .. } | Request::Shutdown
+            ) {
+                self.session.touch();
+            }
+            self.handle(id, req);
         }
-        self.handle(id, req);
+        if self.clients.get(&id).is_some_and(|c| c.eof) {
+            // Hung up: its waits have no one to answer.
+            self.drop_client(id);
+        }
     }
 
     fn handle(&mut self, client: u64, req: Request) {
@@ -381,6 +441,8 @@ impl EventLoop {
                 self.respond(client, &Response::Done);
                 let _ = std::fs::remove_file(&self.socket);
                 self.session.terminate_groups();
+                self.doomed = self.session_processes();
+                reaper::signal_all(&self.doomed, libc::SIGTERM);
                 self.terminating = Some(Deadline::after("terminate grace", TERMINATE_GRACE));
             }
         }
@@ -452,7 +514,7 @@ impl EventLoop {
 
     fn respond(&mut self, client: u64, resp: &Response) {
         let failed = match self.clients.get_mut(&client) {
-            Some(s) => write_frame(s, resp).is_err(),
+            Some(c) => c.send(resp).is_err(),
             None => false,
         };
         if failed {

@@ -5,8 +5,11 @@
 //! Invariant: the guardian never opens SQLite; it keeps journals and clocks and answers
 //! requests, and the adapter records whatever must persist.
 
+pub mod client_io;
+pub mod completion;
 pub mod event_loop;
 pub mod exec;
+pub mod reaper;
 pub mod session;
 pub mod shell;
 pub mod sigchld;
@@ -75,6 +78,8 @@ pub fn run_process(
     socket: &Path,
     ready: event_loop::OnReady,
 ) -> Result<(), String> {
+    // Before the first shell starts, so no orphan of the session can reach init.
+    let adopting = reaper::become_subreaper();
     let (listener, session) = match prepare(&spec, socket) {
         Ok(x) => x,
         Err(e) => {
@@ -82,7 +87,12 @@ pub fn run_process(
             return Err(e);
         }
     };
-    let lp = EventLoop::new(listener, socket, session, ready).map_err(|e| e.to_string())?;
+    let mut lp = EventLoop::new(listener, socket, session, ready).map_err(|e| e.to_string())?;
+    if adopting {
+        lp = lp.adopting_orphans();
+    } else {
+        log::warn!("PR_SET_CHILD_SUBREAPER refused: orphans of this session go to init");
+    }
     lp.run();
     let _ = fs::remove_file(socket);
     Ok(())

@@ -2,12 +2,14 @@
 //! terminal model and the activity clocks. Driven by the event loop; owns no threads.
 //!
 //! Invariant: a command's state (running, exit code, cwd) changes only on a prompt marker
-//! or a reaped process, never because of text the command printed.
+//! confirmed by the shell's idleness (`completion`) or a reaped process, never because of
+//! text the command printed.
 
+use super::completion::Pending;
 use super::exec::{Execution, OutputLog};
 use super::shell::{self, Shell, ShellSpec};
 use crate::deadline::unix_ms;
-use crate::shell::marker::{Piece, new_nonce};
+use crate::shell::marker::{Marker, Piece, new_nonce};
 use crate::shell::pty;
 use crate::wire::guardian::{
     ActionResult, CommandState, GuardianError, ProcessStatus, Response, Snapshot,
@@ -63,6 +65,8 @@ pub struct Session {
     finished_journals: std::collections::VecDeque<String>,
     /// Everything the foreground shell printed, for `attach` (memory window only).
     pub transcript: OutputLog,
+    /// The newest marker not yet confirmed by the shell's idleness.
+    pending: Pending,
 }
 
 /// What reading a PTY produced, for the event loop's waiters.
@@ -97,6 +101,7 @@ impl Session {
             tag: format!("{:x}", now),
             finished_journals: std::collections::VecDeque::new(),
             transcript: OutputLog::new(None),
+            pending: Pending::default(),
         })
     }
 
@@ -125,27 +130,56 @@ impl Session {
                     }
                     act.output = true;
                 }
-                Piece::Marker(m) => {
-                    self.cwd = m.cwd;
-                    if !self.shell.ready {
-                        self.shell.ready = true;
-                        act.became_ready = true;
-                    } else if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
-                        e.finish(Some(m.exit_code));
-                        act.fg_finished = true;
-                    }
-                }
+                Piece::Marker(m) => self.pending.offer(m),
             }
         }
         if act.output {
             self.touch();
         }
+        self.confirm_marker(&mut act, true);
         act
+    }
+
+    /// When the loop must look at an unconfirmed marker again.
+    pub fn marker_recheck(&self) -> Option<&crate::deadline::Deadline> {
+        self.pending.due()
+    }
+
+    /// Look again at an unconfirmed marker (its recheck is due).
+    pub fn recheck_marker(&mut self) -> Activity {
+        let mut act = Activity::default();
+        if self.pending.due().is_some_and(|d| d.expired()) {
+            self.confirm_marker(&mut act, false);
+        }
+        act
+    }
+
+    /// Apply the pending marker if the shell is idle at its prompt now.
+    fn confirm_marker(&mut self, act: &mut Activity, spin: bool) {
+        if !self.shell.alive {
+            return;
+        }
+        let master = self.shell.master.as_raw_fd();
+        if let Some(m) = self.pending.confirm(self.shell.pid, master, spin) {
+            self.apply_marker(m, act);
+        }
+    }
+
+    fn apply_marker(&mut self, m: Marker, act: &mut Activity) {
+        self.cwd = m.cwd;
+        if !self.shell.ready {
+            self.shell.ready = true;
+            act.became_ready = true;
+        } else if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
+            e.finish(Some(m.exit_code));
+            act.fg_finished = true;
+        }
     }
 
     /// The shell's master hung up: reap it and end what ran in it.
     pub fn on_shell_hangup(&mut self) -> Activity {
         self.shell.alive = false;
+        self.pending.clear();
         self.shell.exit_code = pty::try_reap(self.shell.pid);
         if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
             e.shell_died = true;
@@ -444,6 +478,7 @@ impl Session {
             e.shell_died = true;
             e.finish(None);
         }
+        self.pending.clear();
         self.shell = shell::start(&self.spec, &new_nonce())?;
         self.cwd = self.spec.workspace.clone();
         self.vt = new_screen();
@@ -473,6 +508,20 @@ impl Session {
             v.push(self.shell.pid);
         }
         v
+    }
+
+    /// The shell's and every background command's pid, finished or not: their exit codes
+    /// are ours to read, so nobody else may reap them.
+    pub fn own_pids(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self.bg.values().map(|b| b.pid).collect();
+        v.push(self.shell.pid);
+        v
+    }
+
+    /// Terminal sessions the session started (each PTY child calls `setsid`): a process
+    /// still in one belongs to the session even after its parent exited.
+    pub fn terminal_sessions(&self) -> Vec<i32> {
+        self.live_groups()
     }
 
     /// End everything: SIGHUP+SIGTERM to every group (the caller waits a grace period),

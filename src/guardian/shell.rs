@@ -3,7 +3,7 @@
 //! Invariant: the user's rc files are never read or written; the private rc deletes itself
 //! once sourced, so the marker nonce lives only in the shell's memory.
 
-use crate::shell::marker::{Scanner, prompt_function};
+use crate::shell::marker::{Scanner, bash_prompt, prompt_function};
 use crate::shell::pty::{self, SpawnSpec, Spawned};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -108,17 +108,19 @@ fn shell_env(spec: &ShellSpec) -> Vec<String> {
 pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
     let tag = &nonce[..8.min(nonce.len())];
     let mut env = shell_env(spec);
+    // History expansion is off: `!` in a command is an ordinary character (a password,
+    // `echo !!`), never a re-run of an earlier line or an `event not found`.
     let common = format!(
-        "{prompt}PS1=''\nPS2=''\nunset HISTFILE\nstty -echo 2>/dev/null\ncd -- {ws} 2>/dev/null\n",
-        prompt = prompt_function(nonce),
+        "PS2=''\nunset HISTFILE\nstty -echo 2>/dev/null\ncd -- {ws} 2>/dev/null\n",
         ws = quote(&spec.workspace),
     );
     let (args, rc_path) = match spec.dialect {
         Dialect::Bash => {
             let rc = spec.session_dir.join(format!("rc-{tag}.bash"));
             let text = format!(
-                "{common}IGNOREEOF=1000\nPROMPT_COMMAND=__winx_prompt\nrm -f -- {}\n",
-                quote(&rc.to_string_lossy())
+                "{common}set +H\nIGNOREEOF=1000\nunset PROMPT_COMMAND\n{prompt}rm -f -- {}\n",
+                quote(&rc.to_string_lossy()),
+                prompt = bash_prompt(nonce),
             );
             write_private(&rc, &text).map_err(|e| format!("write rc file: {e}"))?;
             let args = vec![
@@ -135,8 +137,9 @@ pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
             fs::create_dir(&dir).map_err(|e| format!("create zsh dir: {e}"))?;
             let rc = dir.join(".zshrc");
             let text = format!(
-                "{common}setopt ignoreeof\nunsetopt zle prompt_cr prompt_sp\nprecmd_functions=(__winx_prompt)\nrm -rf -- {}\n",
-                quote(&dir.to_string_lossy())
+                "{common}{prompt}PS1=''\nsetopt ignoreeof no_bang_hist\nunsetopt zle prompt_cr prompt_sp\nprecmd_functions=(__winx_prompt)\nrm -rf -- {}\n",
+                quote(&dir.to_string_lossy()),
+                prompt = prompt_function(nonce),
             );
             write_private(&rc, &text).map_err(|e| format!("write rc file: {e}"))?;
             env.push(format!("ZDOTDIR={}", dir.to_string_lossy()));

@@ -46,7 +46,15 @@ impl GuardianClient {
         let (resp, mut s) = self.exchange(&Request::Shutdown, Duration::ZERO)?;
         let _ = s.set_read_timeout(Some(linger));
         let mut sink = [0u8; 64];
-        while matches!(std::io::Read::read(&mut s, &mut sink), Ok(n) if n > 0) {}
+        loop {
+            // A socket read with a timeout is not restarted after a signal (SIGCHLD when
+            // the guardian's shell dies): EINTR is not the end of the guardian.
+            match std::io::Read::read(&mut s, &mut sink) {
+                Ok(n) if n > 0 => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                _ => break,
+            }
+        }
         Ok(resp)
     }
 

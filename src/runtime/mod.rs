@@ -15,6 +15,9 @@ use std::time::Duration;
 
 /// How long a snapshot may take: it is answered straight from guardian memory.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(2);
+/// How long an exiting adapter waits for one embedded guardian to end: the guardian's
+/// own SIGTERM grace (2 s) plus slack.
+const SHUTDOWN_LINGER: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuntimeKind {
@@ -201,11 +204,13 @@ impl Runtime {
 }
 
 impl Drop for Runtime {
-    /// Embedded sessions last as long as the process: end their shells with it.
+    /// Embedded sessions last as long as the process: end their shells with it, and wait
+    /// for each guardian thread to finish its shutdown (SIGTERM, grace, SIGKILL of what is
+    /// left, detached children included) before the process exits under it.
     fn drop(&mut self) {
         if self.cfg.kind == RuntimeKind::Embedded {
             for client in self.guardians.lock().values() {
-                let _ = client.call(&Request::Shutdown, SNAPSHOT_WAIT);
+                let _ = client.shutdown_and_wait(SHUTDOWN_LINGER);
             }
         }
     }

@@ -111,11 +111,20 @@ pub fn new_nonce() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The shell function installed as `PROMPT_COMMAND` (bash) / `precmd` (zsh).
+/// The shell function installed as `precmd` (zsh).
 pub fn prompt_function(nonce: &str) -> String {
     format!(
         "__winx_prompt() {{ local __winx_rc=$?; printf '\\033]{OSC};{nonce};%s;%s\\007' \"$__winx_rc\" \"$PWD\"; }}\n"
     )
+}
+
+/// bash's `PS1`, single-quoted for the rc: the marker itself. bash prints its primary
+/// prompt whenever it is ready for a new command line, including after a line it
+/// discarded without running `PROMPT_COMMAND` (a failed history expansion), so every
+/// command line ends with a marker. Prompt escapes are decoded before `$?`/`$PWD` are
+/// expanded, so a directory name cannot inject escapes; no fork, no function call.
+pub fn bash_prompt(nonce: &str) -> String {
+    format!("PS1='\\e]{OSC};{nonce};$?;$PWD\\a'\n")
 }
 
 #[cfg(test)]

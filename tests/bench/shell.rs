@@ -35,6 +35,12 @@ const WARMUP_CALLS: usize = 20;
 const DAEMON_P50_MS: f64 = 2.0;
 const EMBEDDED_P50_MS: f64 = 1.0;
 const GUARDIAN_RSS_MIB: f64 = 4.0;
+/// While `yes` floods the session's PTY: another call to that guardian (p99), and Ctrl-C
+/// reaching the flooding command (issue "Reliability and interoperability", item 1).
+const FLOOD_CALL_P99_MS: f64 = 10.0;
+const FLOOD_CTRL_C_MS: f64 = 100.0;
+/// Calls timed during the flood (each one a guardian `Snapshot` plus `Screen`).
+const FLOOD_CALLS: usize = 300;
 const WINXD_RSS_MIB: f64 = 4.0;
 
 /// The raw driver's completion marker: the same OSC shape the server's shells print.
@@ -179,6 +185,13 @@ impl Client {
     /// One request, timed from the write to the answer line; serialization and parsing
     /// stay outside the timed span.
     fn timed(&mut self, method: &str, params: Value) -> (Duration, Value) {
+        let (t, id) = self.begin(method, params);
+        let v = self.answer(method, id);
+        (t.elapsed(), v)
+    }
+
+    /// Send a request; its id and when it left.
+    fn begin(&mut self, method: &str, params: Value) -> (Instant, u64) {
         self.next_id += 1;
         let id = self.next_id;
         let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -186,17 +199,21 @@ impl Client {
         line.push(b'\n');
         let t = Instant::now();
         self.send(&line);
+        (t, id)
+    }
+
+    /// The next answer line, which must answer `id` without error.
+    fn answer(&mut self, method: &str, id: u64) -> Value {
         let answer = match self.lines.recv_timeout(HARD_TIMEOUT) {
             Ok(line) => line,
             Err(RecvTimeoutError::Timeout) => panic!("no answer to {method} in {HARD_TIMEOUT:?}"),
             Err(RecvTimeoutError::Disconnected) => panic!("stdout closed before {method}"),
         };
-        let elapsed = t.elapsed();
         let v: Value = serde_json::from_str(&answer)
             .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {answer:?}"));
         let ok = v["id"] == json!(id) && v.get("error").is_none();
         assert!(ok, "{method}: not the answer to {id}: {answer}");
-        (elapsed, v)
+        v
     }
 
     fn rss_mib(&self) -> f64 {
@@ -237,6 +254,80 @@ fn bash_round_trips(client: &mut Client, ws: &str) -> Samples {
         }
     }
     Samples::new(samples)
+}
+
+/// What the flood case measured.
+struct Flood {
+    calls: Samples,
+    ctrl_c_reach: Duration,
+    ctrl_c_answer: Duration,
+}
+
+/// `yes` in the foreground of a fresh daemon session, then `FLOOD_CALLS` `screen` calls
+/// to the same guardian, then Ctrl-C: timed until `yes` is gone (the interrupt reached
+/// it) and until the call answered (which includes rendering the flood's output, up to
+/// a 256 MiB spill file, in the adapter).
+fn flood(client: &mut Client, ws: &Path) -> Flood {
+    std::fs::create_dir_all(ws).expect("mkdir flood workspace");
+    let first = json!({"type": "first_call", "workspace_root": ws});
+    let (_, v) = client.timed(
+        "tools/call",
+        json!({"name": "Initialize", "arguments": first}),
+    );
+    let data = v["result"]["structuredContent"]["data"].clone();
+    let shell = data["shell"]["pid"].as_i64().expect("shell pid") as i32;
+    let call = |action: Value, wait: f64| {
+        json!({"name": "BashCommand", "arguments": {
+            "thread_id": data["thread_id"], "workspace_root": data["workspace_root"],
+            "action_json": action, "wait_for_seconds": wait}})
+    };
+    let (_, v) = client.timed("tools/call", call(json!({"command": "yes"}), 0.3));
+    let status = &v["result"]["structuredContent"]["status"];
+    assert_eq!(status, "running", "yes did not keep running: {v}");
+    let screen = call(json!({"screen": true, "lines": 2}), 0.0);
+    let calls = (0..FLOOD_CALLS).map(|_| client.timed("tools/call", screen.clone()).0);
+    let calls = Samples::new(calls.collect());
+    let yes = child_named(shell, "yes").expect("yes runs under the shell");
+    let (t, id) = client.begin(
+        "tools/call",
+        call(json!({"send_specials": ["Ctrl-c"]}), 10.0),
+    );
+    while alive(yes) {
+        assert!(t.elapsed() < HARD_TIMEOUT, "Ctrl-C never reached yes");
+        std::thread::yield_now();
+    }
+    let ctrl_c_reach = t.elapsed();
+    let v = client.answer("tools/call", id);
+    let ctrl_c_answer = t.elapsed();
+    let code = &v["result"]["structuredContent"]["data"]["exit_code"];
+    assert_eq!(code, 130, "Ctrl-C did not end yes: {v}");
+    Flood {
+        calls,
+        ctrl_c_reach,
+        ctrl_c_answer,
+    }
+}
+
+/// (pid, state, ppid) from `/proc/<pid>/stat`, and the command name.
+fn stat(pid: i32) -> Option<(String, String, i32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (open, close) = (s.find('(')?, s.rfind(')')?);
+    let mut rest = s[close + 1..].split_whitespace();
+    let state = rest.next()?.to_string();
+    let ppid = rest.next()?.parse().ok()?;
+    Some((s[open + 1..close].to_string(), state, ppid))
+}
+
+fn alive(pid: i32) -> bool {
+    stat(pid).is_some_and(|(_, state, _)| state != "Z")
+}
+
+fn child_named(parent: i32, name: &str) -> Option<i32> {
+    let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    let mut pids = pids.filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok());
+    pids.find(|&pid| {
+        stat(pid).is_some_and(|(comm, s, pp)| comm == name && pp == parent && s != "Z")
+    })
 }
 
 /// The floor: bash on a raw PTY (no echo, empty prompt, a `PROMPT_COMMAND` printing a
@@ -381,14 +472,27 @@ fn main() {
     // 2. The floor, same machine, same run.
     let raw = raw_pty_round_trips(&sb);
 
+    // 3. A flooding PTY (daemon runtime, a session of its own).
+    let mut client = Client::start(sb.server("daemon"));
+    let flooded = flood(&mut client, &sb.dir.path().join("flood"));
+    drop(client);
+    sb.kill_leftovers();
+
     r.latency("bash.daemon", &daemon, Some(DAEMON_P50_MS));
     r.latency("bash.embedded", &embedded, Some(EMBEDDED_P50_MS));
     r.latency("baseline.raw_pty", &raw, None);
     let ratio = |s: &Samples| s.pct(50.0) / raw.pct(50.0);
     r.add("bash.daemon.vs_raw.p50", ratio(&daemon), "x", None);
     r.add("bash.embedded.vs_raw.p50", ratio(&embedded), "x", None);
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    r.add("flood.call.p50", flooded.calls.pct(50.0), "ms", None);
+    let p99 = flooded.calls.pct(99.0);
+    r.add("flood.call.p99", p99, "ms", Some(FLOOD_CALL_P99_MS));
+    let reach = ms(flooded.ctrl_c_reach);
+    r.add("flood.ctrl_c.reach", reach, "ms", Some(FLOOD_CTRL_C_MS));
+    r.add("flood.ctrl_c.answer", ms(flooded.ctrl_c_answer), "ms", None);
 
-    // 3. Idle memory (the largest guardian, should there be several).
+    // 4. Idle memory (the largest guardian, should there be several).
     let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     r.add(
         "guardian.vm_rss",
