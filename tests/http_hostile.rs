@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+use support::wait::{Deadline, settle};
 
 fn h(k: &str, v: &str) -> (String, String) {
     (k.to_string(), v.to_string())
@@ -48,14 +49,7 @@ fn status_kib(pid: i32, field: &str) -> u64 {
 
 /// Re-check `probe` until it is at most `limit` or `within` passes; the last value.
 fn settles(within: Duration, limit: usize, probe: impl Fn() -> usize) -> usize {
-    let until = Instant::now() + within;
-    loop {
-        let n = probe();
-        if n <= limit || Instant::now() >= until {
-            return n;
-        }
-        std::thread::yield_now();
-    }
+    settle(Deadline::after("settle", within), probe, |n| *n <= limit).unwrap_or_else(|n| n)
 }
 
 /// One request declaring a 2 GiB body that never comes: read the answer, hang up.
