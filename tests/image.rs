@@ -6,11 +6,7 @@ use base64::Engine;
 use image::{ImageFormat, RgbImage, RgbaImage};
 use serde_json::{Value, json};
 use std::io::Cursor;
-use support::Agent;
-
-fn sc(r: &Value) -> &Value {
-    &r["structuredContent"]
-}
+use support::{Agent, sc};
 
 fn read_image(a: &mut Agent, s: &Value, path: &str, extra: Value) -> Value {
     let mut args = json!({"thread_id": s["data"]["thread_id"],

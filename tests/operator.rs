@@ -5,9 +5,8 @@ mod support;
 use crossbeam_channel::unbounded;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-use support::{Agent, Opts, processes_mentioning};
+use std::process::Stdio;
+use support::{Agent, HARD_TIMEOUT, Opts, processes_mentioning};
 
 fn spawn_with(env: &[(&str, &str)]) -> Agent {
     Agent::spawn_with(Opts {
@@ -69,10 +68,8 @@ fn attach_follow_sees_output_without_stealing_it() {
     let mut a = Agent::spawn();
     let s = a.first_call();
     let tid = s["data"]["thread_id"].as_str().unwrap().to_string();
-    let mut follower = Command::new(support::bin())
-        .args(["attach", &tid, "--follow"])
-        .env_clear()
-        .envs(a.env.iter().cloned())
+    let mut follower = a
+        .op_command(&["attach", &tid, "--follow"])
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
@@ -96,7 +93,7 @@ fn attach_follow_sees_output_without_stealing_it() {
     );
     let seen = loop {
         let line = rx
-            .recv_timeout(Duration::from_secs(20))
+            .recv_timeout(HARD_TIMEOUT)
             .expect("attach printed the output");
         if line.contains("follow-me-please") {
             break line;
@@ -320,10 +317,8 @@ fn the_sweeper_removes_expired_sessions_by_itself() {
     let s = a.first_call();
     let tid = s["data"]["thread_id"].as_str().unwrap().to_string();
     // `attach --follow` ends when the session ends: an event to wait on, not a sleep.
-    let out = Command::new(support::bin())
-        .args(["attach", &tid, "--follow"])
-        .env_clear()
-        .envs(a.env.iter().cloned())
+    let out = a
+        .op_command(&["attach", &tid, "--follow"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -334,7 +329,7 @@ fn the_sweeper_removes_expired_sessions_by_itself() {
         let _ = tx.send(out);
     });
     let out = rx
-        .recv_timeout(Duration::from_secs(20))
+        .recv_timeout(HARD_TIMEOUT)
         .expect("the sweeper ended the session")
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("[session ended"));

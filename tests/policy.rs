@@ -7,7 +7,7 @@ mod support;
 
 use http_support::{Home, Server, TOKEN, path_str, two_principals};
 use serde_json::{Value, json};
-use support::{Agent, Opts};
+use support::{Agent, Opts, sc};
 
 /// Every tool that has an argument able to start a process, with a call that uses it.
 /// `marker` is created by the process; `file` is the edit's target.
@@ -80,10 +80,6 @@ fn policies() -> Vec<(&'static str, Vec<&'static str>, bool)> {
         ("edits-only", edits_only.to_vec(), false),
         ("edits+bash", edits_and_bash.to_vec(), true),
     ]
-}
-
-fn sc(r: &Value) -> &Value {
-    &r["structuredContent"]
 }
 
 #[test]
