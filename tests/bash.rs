@@ -3,7 +3,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Agent, Opts, text};
+use support::{Agent, text};
 
 /// Every test here runs against both runtimes, the daemon (winxd + guardian processes)
 /// and the embedded one (guardian threads in the adapter), and with zsh as the shell.
@@ -50,14 +50,11 @@ fn spawn(rt: &str) -> Agent {
         on_path(shell),
         "{shell} missing: install {shell} (make shells)"
     );
-    Agent::spawn_with(Opts {
-        env: &[
-            ("WINX_RUNTIME", runtime),
-            ("WINX_SHELL", shell),
-            ("WINX_HTTP_TOKEN", "server-secret-never-in-shell"),
-        ],
-        ..Default::default()
-    })
+    Agent::spawn_env(&[
+        ("WINX_RUNTIME", runtime),
+        ("WINX_SHELL", shell),
+        ("WINX_HTTP_TOKEN", "server-secret-never-in-shell"),
+    ])
 }
 
 /// Whether an executable `name` is on the `PATH` the binary under test inherits.

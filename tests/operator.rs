@@ -6,14 +6,7 @@ use crossbeam_channel::unbounded;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use support::{Agent, HARD_TIMEOUT, Opts, processes_mentioning};
-
-fn spawn_with(env: &[(&str, &str)]) -> Agent {
-    Agent::spawn_with(Opts {
-        env,
-        ..Default::default()
-    })
-}
+use support::{Agent, HARD_TIMEOUT, processes_mentioning};
 
 /// A second workspace for `a`, initialized in the same adapter.
 fn second(a: &mut Agent, name: &str) -> Value {
@@ -134,7 +127,7 @@ fn attach_without_follow_prints_a_transcript_longer_than_one_answer() {
 #[test]
 fn prune_applies_the_two_tiers() {
     // Two hours later: a never-used session (30 min tier) goes, a used one (24 h) stays.
-    let mut a = spawn_with(&[("WINX_CLOCK_SKEW_SECS", "7200")]);
+    let mut a = Agent::spawn_env(&[("WINX_CLOCK_SKEW_SECS", "7200")]);
     let used = a.first_call();
     a.bash(&used, json!({"command": "true"}));
     let unused = second(&mut a, "unused");
@@ -204,7 +197,7 @@ fn restart_daemon_keeps_shells() {
 
 #[test]
 fn quota_reclaims_never_used_sessions_and_preserves_used_ones() {
-    let mut a = spawn_with(&[("WINX_MAX_GUARDIANS", "2")]);
+    let mut a = Agent::spawn_env(&[("WINX_MAX_GUARDIANS", "2")]);
     let used = a.first_call();
     a.bash(
         &used,
@@ -237,7 +230,7 @@ fn quota_reclaims_never_used_sessions_and_preserves_used_ones() {
 #[test]
 fn doctor_reports_without_secrets() {
     let token = "doctor-must-never-print-this-token-0123456789";
-    let mut a = spawn_with(&[("WINX_HTTP_TOKEN", token), ("WINX_ALLOW_PATHS", "/")]);
+    let mut a = Agent::spawn_env(&[("WINX_HTTP_TOKEN", token), ("WINX_ALLOW_PATHS", "/")]);
     a.first_call(); // starts winxd, so the report includes what it holds
     let out = a.op(&["doctor"]);
     assert!(
@@ -269,7 +262,7 @@ fn doctor_reports_without_secrets() {
 
 #[test]
 fn doctor_observes_and_never_starts_winxd() {
-    let a = spawn_with(&[]);
+    let a = Agent::spawn_env(&[]);
     let d = a.op_json(&["doctor"]);
     assert_eq!(d["daemon"]["running"], false, "{d}");
     assert!(d["guardians"].is_null(), "{d}");
@@ -310,7 +303,7 @@ fn a_dead_guardian_is_reported_gone_and_its_socket_removed() {
 #[test]
 fn the_sweeper_removes_expired_sessions_by_itself() {
     // Clock skew makes the never-used session two hours idle; the sweeper runs every second.
-    let mut a = spawn_with(&[
+    let mut a = Agent::spawn_env(&[
         ("WINX_CLOCK_SKEW_SECS", "7200"),
         ("WINX_TTL_SWEEP_SECS", "1"),
     ]);

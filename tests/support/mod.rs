@@ -49,6 +49,14 @@ impl Agent {
         Agent::spawn_with(Opts::default())
     }
 
+    /// Start with `env` added to the isolated environment (`WINX_RUNTIME`, limits, …).
+    pub fn spawn_env(env: &[(&str, &str)]) -> Agent {
+        Agent::spawn_with(Opts {
+            env,
+            ..Default::default()
+        })
+    }
+
     pub fn spawn_with(opts: Opts) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("home");

@@ -3,8 +3,8 @@
 //! lets it go, and polling a task to its end.
 #![allow(dead_code)]
 
+use super::Agent;
 use super::wait::{Deadline, eventually};
-use super::{Agent, Opts};
 #[allow(unused_imports)] // re-exported for the task suites; not every one uses both
 pub use super::{restart_adapter, text};
 use serde_json::{Value, json};
@@ -13,10 +13,7 @@ use std::path::{Path, PathBuf};
 pub const EXT: &str = "io.modelcontextprotocol/tasks";
 
 pub fn spawn(rt: &str) -> Agent {
-    Agent::spawn_with(Opts {
-        env: &[("WINX_RUNTIME", rt)],
-        ..Default::default()
-    })
+    Agent::spawn_env(&[("WINX_RUNTIME", rt)])
 }
 
 /// `_meta` of a 2026-07-28 request, declaring the tasks extension or not.
