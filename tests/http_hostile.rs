@@ -10,19 +10,11 @@ mod http_support;
 mod support;
 
 use http_support::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use support::wait::{Deadline, settle};
-
-fn h(k: &str, v: &str) -> (String, String) {
-    (k.to_string(), v.to_string())
-}
-
-fn discover() -> Value {
-    modern("server/discover", json!({}))
-}
 
 fn fds(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))

@@ -11,10 +11,6 @@ use serde_json::{Value, json};
 use support::tasks::{EXT, Gate, threads_named};
 use support::wait::{Deadline, eventually};
 
-fn h(k: &str, v: &str) -> (String, String) {
-    (k.to_string(), v.to_string())
-}
-
 /// A 2026-07-28 body declaring the tasks extension.
 fn with_tasks(method: &str, params: Value) -> Value {
     let mut body = modern(method, params);

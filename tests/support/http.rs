@@ -249,6 +249,16 @@ pub fn modern(method: &str, mut params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 }
 
+/// A `server/discover` request body.
+pub fn discover() -> Value {
+    modern("server/discover", json!({}))
+}
+
+/// One header, as `Conn::send` takes them.
+pub fn h(name: &str, value: &str) -> (String, String) {
+    (name.to_string(), value.to_string())
+}
+
 /// The routing headers a 2026-07-28 client sends.
 pub fn modern_headers(method: &str, name: Option<&str>) -> Vec<(String, String)> {
     let mut h = vec![
