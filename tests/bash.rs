@@ -3,7 +3,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Agent, Opts};
+use support::{Agent, text};
 
 /// Every test here runs against both runtimes, the daemon (winxd + guardian processes)
 /// and the embedded one (guardian threads in the adapter), and with zsh as the shell.
@@ -44,18 +44,26 @@ fn spawn(rt: &str) -> Agent {
         "zsh" => ("daemon", "zsh"),
         other => (other, "bash"),
     };
-    Agent::spawn_with(Opts {
-        env: &[
-            ("WINX_RUNTIME", runtime),
-            ("WINX_SHELL", shell),
-            ("WINX_HTTP_TOKEN", "server-secret-never-in-shell"),
-        ],
-        ..Default::default()
-    })
+    // Without the shell the server would wait for a prompt that never comes: fail at once,
+    // saying what to do, instead of at the hard timeout.
+    assert!(
+        on_path(shell),
+        "{shell} missing: install {shell} (make shells)"
+    );
+    Agent::spawn_env(&[
+        ("WINX_RUNTIME", runtime),
+        ("WINX_SHELL", shell),
+        ("WINX_HTTP_TOKEN", "server-secret-never-in-shell"),
+    ])
 }
 
-fn text(r: &Value) -> &str {
-    r["content"][0]["text"].as_str().unwrap()
+/// Whether an executable `name` is on the `PATH` the binary under test inherits.
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|dir| {
+        std::fs::metadata(dir.join(name))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
 fn data(r: &Value) -> &Value {

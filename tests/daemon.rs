@@ -2,12 +2,9 @@
 
 mod support;
 
-use serde_json::{Value, json};
-use support::{Agent, Opts, processes_mentioning};
-
-fn text(r: &Value) -> String {
-    r["content"][0]["text"].as_str().unwrap().to_string()
-}
+use serde_json::json;
+use support::tasks::{Gate, q};
+use support::{Agent, Opts, processes_mentioning, restart_adapter, text};
 
 /// The socket of the agent's only guardian.
 fn guardian_socket(a: &Agent) -> std::path::PathBuf {
@@ -23,19 +20,6 @@ fn winxd_pids(a: &Agent) -> Vec<i32> {
     processes_mentioning(&a.dir.path().join("run/winx/winxd.sock"))
 }
 
-fn restart_adapter(old: &Agent) -> Agent {
-    // Same HOME-less state and runtime dir: reuse the old agent's directories.
-    Agent::spawn_with(Opts {
-        state: Some(old.state.clone()),
-        workspace: Some(old.workspace.clone()),
-        env: &[(
-            "XDG_RUNTIME_DIR",
-            old.dir.path().join("run").to_str().unwrap(),
-        )],
-        ..Default::default()
-    })
-}
-
 #[test]
 fn the_shell_survives_an_adapter_sigkill() {
     let mut a = Agent::spawn();
@@ -46,7 +30,7 @@ fn the_shell_survives_an_adapter_sigkill() {
         json!({"command": "cd /tmp && export WINX_TEST_MARK=kept"}),
     );
     unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
-    let mut b = restart_adapter(&a);
+    let mut b = restart_adapter(&a, "daemon");
     let again = b.first_call();
     assert_eq!(again["data"]["shell"]["pid"], pid, "{again}");
     assert_eq!(again["data"]["shell"]["cwd"], "/tmp");
@@ -63,16 +47,19 @@ fn the_shell_survives_an_adapter_sigkill() {
 fn a_running_command_keeps_running_across_adapters() {
     let mut a = Agent::spawn();
     let s = a.first_call();
+    // The command cannot finish before the restart: it waits on a gate opened only after.
+    let gate = Gate::new(&a);
     let r = a.bash_with(
         &s,
-        json!({"command": "sleep 0.5; echo finished-late"}),
+        json!({"command": format!("read x < {}; echo finished-$x", q(&gate.0))}),
         json!({"wait_for_seconds": 0}),
     );
     assert_eq!(r["structuredContent"]["status"], "running");
     unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
-    let mut b = restart_adapter(&a);
+    let mut b = restart_adapter(&a, "daemon");
     let again = b.first_call();
     assert!(again["data"]["shell"]["running"].is_string(), "{again}");
+    gate.open("late");
     let r = b.bash_with(
         &again,
         json!({"status_check": true}),

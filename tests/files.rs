@@ -3,24 +3,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Agent, Opts};
-
-fn text(r: &Value) -> &str {
-    r["content"][0]["text"].as_str().unwrap()
-}
-
-fn sc(r: &Value) -> &Value {
-    &r["structuredContent"]
-}
-
-fn pair_args(s: &Value, extra: Value) -> Value {
-    let mut a =
-        json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"]});
-    for (k, v) in extra.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    a
-}
+use support::{Agent, Opts, pair_args, sc, text};
 
 fn read(a: &mut Agent, s: &Value, paths: &[&str]) -> Value {
     a.call("ReadFiles", pair_args(s, json!({"file_paths": paths})))

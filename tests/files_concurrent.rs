@@ -9,20 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use support::{Agent, HARD_TIMEOUT, Opts};
-
-fn sc(r: &Value) -> &Value {
-    &r["structuredContent"]
-}
-
-fn pair_args(s: &Value, extra: Value) -> Value {
-    let mut a =
-        json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"]});
-    for (k, v) in extra.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    a
-}
+use support::{Agent, HARD_TIMEOUT, Opts, pair_args, sc};
 
 fn block(search: &str, replace: &str) -> String {
     format!("<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n")

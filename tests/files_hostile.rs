@@ -8,28 +8,11 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Agent, Opts};
+use support::{Agent, Opts, pair_args, sc, text};
 
 /// How long an answer that must not block may take (far below the hard timeout, far above
 /// a loaded machine's worst case for a refusal).
 const PROMPT: Duration = Duration::from_secs(8);
-
-fn sc(r: &Value) -> &Value {
-    &r["structuredContent"]
-}
-
-fn text(r: &Value) -> &str {
-    r["content"][0]["text"].as_str().unwrap_or("")
-}
-
-fn pair_args(s: &Value, extra: Value) -> Value {
-    let mut a =
-        json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"]});
-    for (k, v) in extra.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    a
-}
 
 fn mkfifo(p: &Path) {
     nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();

@@ -10,19 +10,11 @@ use http_support::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-fn h(k: &str, v: &str) -> (String, String) {
-    (k.to_string(), v.to_string())
-}
-
 fn auth_headers(token: &str) -> Vec<(String, String)> {
     vec![
         h("Authorization", &format!("Bearer {token}")),
         h("Content-Type", "application/json"),
     ]
-}
-
-fn discover() -> Value {
-    modern("server/discover", json!({}))
 }
 
 fn assert_retry_after(r: &Resp, status: u16) {

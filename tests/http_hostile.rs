@@ -10,18 +10,11 @@ mod http_support;
 mod support;
 
 use http_support::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-fn h(k: &str, v: &str) -> (String, String) {
-    (k.to_string(), v.to_string())
-}
-
-fn discover() -> Value {
-    modern("server/discover", json!({}))
-}
+use support::wait::{Deadline, settle};
 
 fn fds(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -48,14 +41,7 @@ fn status_kib(pid: i32, field: &str) -> u64 {
 
 /// Re-check `probe` until it is at most `limit` or `within` passes; the last value.
 fn settles(within: Duration, limit: usize, probe: impl Fn() -> usize) -> usize {
-    let until = Instant::now() + within;
-    loop {
-        let n = probe();
-        if n <= limit || Instant::now() >= until {
-            return n;
-        }
-        std::thread::yield_now();
-    }
+    settle(Deadline::after("settle", within), probe, |n| *n <= limit).unwrap_or_else(|n| n)
 }
 
 /// One request declaring a 2 GiB body that never comes: read the answer, hang up.

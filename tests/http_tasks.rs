@@ -8,12 +8,8 @@ mod support;
 
 use http_support::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 use support::tasks::{EXT, Gate, threads_named};
-
-fn h(k: &str, v: &str) -> (String, String) {
-    (k.to_string(), v.to_string())
-}
+use support::wait::{Deadline, eventually};
 
 /// A 2026-07-28 body declaring the tasks extension.
 fn with_tasks(method: &str, params: Value) -> Value {
@@ -90,17 +86,16 @@ fn a_task_completes_over_http_and_no_other_principal_can_reach_it() {
     assert_eq!(r.json()["result"]["status"], "working", "{}", r.text());
 
     fifo.open("ok");
-    let end = Instant::now() + support::HARD_TIMEOUT;
-    let done = loop {
-        let r = post(&s, &a, "tasks/get", Some(&id), json!({"taskId": id}));
-        assert_eq!(r.status, 200, "{}", r.text());
-        let t = r.json()["result"].clone();
-        if t["status"] != "working" {
-            break t;
-        }
-        assert!(Instant::now() < end, "still working: {t}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let done = eventually(
+        Deadline::hard("task end"),
+        "the task leaves `working`",
+        || {
+            let r = post(&s, &a, "tasks/get", Some(&id), json!({"taskId": id}));
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.json()["result"].clone()
+        },
+        |t| t["status"] != "working",
+    );
     assert_eq!(done["status"], "completed", "{done}");
     let text = done["result"]["content"][0]["text"].as_str().unwrap();
     assert!(
@@ -233,26 +228,33 @@ fn cancelling_many_tasks_at_once_leaves_no_runner_behind() {
             });
         }
     });
-    let end = Instant::now() + support::HARD_TIMEOUT;
+    let cancels = Deadline::hard("cancelled tasks end");
     for (i, id) in ids.iter().enumerate() {
-        loop {
-            let t = post(&s, TOKEN, "tasks/get", Some(id), json!({"taskId": id})).json()["result"]
-                .clone();
-            assert_eq!(t["status"], "cancelled", "{t}");
-            if let Some(result) = t.get("result") {
-                let text = result["content"][0]["text"].as_str().unwrap();
-                assert!(text.contains(&format!("task-{i}")), "{text}");
-                assert_eq!(result["structuredContent"]["data"]["exit_code"], 130);
-                break;
-            }
-            assert!(Instant::now() < end, "task {id} kept running: {t}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let t = eventually(
+            cancels,
+            &format!("task {id} carries its outcome"),
+            || {
+                let t =
+                    post(&s, TOKEN, "tasks/get", Some(id), json!({"taskId": id})).json()["result"]
+                        .clone();
+                assert_eq!(t["status"], "cancelled", "{t}");
+                t
+            },
+            |t| t.get("result").is_some(),
+        );
+        let result = &t["result"];
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(&format!("task-{i}")), "{text}");
+        assert_eq!(
+            result["structuredContent"]["data"]["exit_code"], 130,
+            "{result}"
+        );
     }
     // Every runner has ended: no thread is left following anything.
-    let end = Instant::now() + support::HARD_TIMEOUT;
-    while threads_named(s.pid() as u32, "task-runner") > 0 {
-        assert!(Instant::now() < end, "runner threads left behind");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually(
+        Deadline::hard("runner threads end"),
+        "no task-runner thread is left",
+        || threads_named(s.pid() as u32, "task-runner"),
+        |n| *n == 0,
+    );
 }

@@ -6,19 +6,14 @@ use base64::Engine;
 use image::{ImageFormat, RgbImage, RgbaImage};
 use serde_json::{Value, json};
 use std::io::Cursor;
-use support::Agent;
-
-fn sc(r: &Value) -> &Value {
-    &r["structuredContent"]
-}
+use support::{Agent, pair_args, sc};
 
 fn read_image(a: &mut Agent, s: &Value, path: &str, extra: Value) -> Value {
-    let mut args = json!({"thread_id": s["data"]["thread_id"],
-        "workspace_root": s["data"]["workspace_root"], "file_path": path});
-    for (k, v) in extra.as_object().unwrap() {
-        args[k] = v.clone();
-    }
-    a.call("ReadImage", args)
+    let mut args = json!({"file_path": path});
+    args.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    a.call("ReadImage", pair_args(s, args))
 }
 
 /// The single image content block of a result: (mime, decoded bytes).

@@ -5,16 +5,8 @@ mod support;
 use crossbeam_channel::unbounded;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-use support::{Agent, Opts, processes_mentioning};
-
-fn spawn_with(env: &[(&str, &str)]) -> Agent {
-    Agent::spawn_with(Opts {
-        env,
-        ..Default::default()
-    })
-}
+use std::process::Stdio;
+use support::{Agent, HARD_TIMEOUT, processes_mentioning};
 
 /// A second workspace for `a`, initialized in the same adapter.
 fn second(a: &mut Agent, name: &str) -> Value {
@@ -69,10 +61,8 @@ fn attach_follow_sees_output_without_stealing_it() {
     let mut a = Agent::spawn();
     let s = a.first_call();
     let tid = s["data"]["thread_id"].as_str().unwrap().to_string();
-    let mut follower = Command::new(support::bin())
-        .args(["attach", &tid, "--follow"])
-        .env_clear()
-        .envs(a.env.iter().cloned())
+    let mut follower = a
+        .op_command(&["attach", &tid, "--follow"])
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
@@ -96,7 +86,7 @@ fn attach_follow_sees_output_without_stealing_it() {
     );
     let seen = loop {
         let line = rx
-            .recv_timeout(Duration::from_secs(20))
+            .recv_timeout(HARD_TIMEOUT)
             .expect("attach printed the output");
         if line.contains("follow-me-please") {
             break line;
@@ -137,7 +127,7 @@ fn attach_without_follow_prints_a_transcript_longer_than_one_answer() {
 #[test]
 fn prune_applies_the_two_tiers() {
     // Two hours later: a never-used session (30 min tier) goes, a used one (24 h) stays.
-    let mut a = spawn_with(&[("WINX_CLOCK_SKEW_SECS", "7200")]);
+    let mut a = Agent::spawn_env(&[("WINX_CLOCK_SKEW_SECS", "7200")]);
     let used = a.first_call();
     a.bash(&used, json!({"command": "true"}));
     let unused = second(&mut a, "unused");
@@ -207,7 +197,7 @@ fn restart_daemon_keeps_shells() {
 
 #[test]
 fn quota_reclaims_never_used_sessions_and_preserves_used_ones() {
-    let mut a = spawn_with(&[("WINX_MAX_GUARDIANS", "2")]);
+    let mut a = Agent::spawn_env(&[("WINX_MAX_GUARDIANS", "2")]);
     let used = a.first_call();
     a.bash(
         &used,
@@ -240,7 +230,7 @@ fn quota_reclaims_never_used_sessions_and_preserves_used_ones() {
 #[test]
 fn doctor_reports_without_secrets() {
     let token = "doctor-must-never-print-this-token-0123456789";
-    let mut a = spawn_with(&[("WINX_HTTP_TOKEN", token), ("WINX_ALLOW_PATHS", "/")]);
+    let mut a = Agent::spawn_env(&[("WINX_HTTP_TOKEN", token), ("WINX_ALLOW_PATHS", "/")]);
     a.first_call(); // starts winxd, so the report includes what it holds
     let out = a.op(&["doctor"]);
     assert!(
@@ -272,7 +262,7 @@ fn doctor_reports_without_secrets() {
 
 #[test]
 fn doctor_observes_and_never_starts_winxd() {
-    let a = spawn_with(&[]);
+    let a = Agent::spawn_env(&[]);
     let d = a.op_json(&["doctor"]);
     assert_eq!(d["daemon"]["running"], false, "{d}");
     assert!(d["guardians"].is_null(), "{d}");
@@ -313,17 +303,15 @@ fn a_dead_guardian_is_reported_gone_and_its_socket_removed() {
 #[test]
 fn the_sweeper_removes_expired_sessions_by_itself() {
     // Clock skew makes the never-used session two hours idle; the sweeper runs every second.
-    let mut a = spawn_with(&[
+    let mut a = Agent::spawn_env(&[
         ("WINX_CLOCK_SKEW_SECS", "7200"),
         ("WINX_TTL_SWEEP_SECS", "1"),
     ]);
     let s = a.first_call();
     let tid = s["data"]["thread_id"].as_str().unwrap().to_string();
     // `attach --follow` ends when the session ends: an event to wait on, not a sleep.
-    let out = Command::new(support::bin())
-        .args(["attach", &tid, "--follow"])
-        .env_clear()
-        .envs(a.env.iter().cloned())
+    let out = a
+        .op_command(&["attach", &tid, "--follow"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -334,7 +322,7 @@ fn the_sweeper_removes_expired_sessions_by_itself() {
         let _ = tx.send(out);
     });
     let out = rx
-        .recv_timeout(Duration::from_secs(20))
+        .recv_timeout(HARD_TIMEOUT)
         .expect("the sweeper ended the session")
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("[session ended"));

@@ -7,7 +7,7 @@ mod support;
 
 use http_support::{Home, Server, TOKEN, path_str, two_principals};
 use serde_json::{Value, json};
-use support::{Agent, Opts};
+use support::{Agent, Opts, pair_args, sc};
 
 /// Every tool that has an argument able to start a process, with a call that uses it.
 /// `marker` is created by the process; `file` is the edit's target.
@@ -80,10 +80,6 @@ fn policies() -> Vec<(&'static str, Vec<&'static str>, bool)> {
         ("edits-only", edits_only.to_vec(), false),
         ("edits+bash", edits_and_bash.to_vec(), true),
     ]
-}
-
-fn sc(r: &Value) -> &Value {
-    &r["structuredContent"]
 }
 
 #[test]
@@ -283,14 +279,7 @@ fn stdio_file_tools_refuse_the_state_directory_but_serve_scratch_sessions() {
         ..Default::default()
     });
     let s = a.first_call();
-    let pair = |extra: Value| {
-        let mut v = json!({"thread_id": s["data"]["thread_id"],
-                           "workspace_root": s["data"]["workspace_root"]});
-        for (k, x) in extra.as_object().unwrap() {
-            v[k] = x.clone();
-        }
-        v
-    };
+    let pair = |extra: Value| pair_args(&s, extra);
     let db = a.state.join("winx.db");
     let r = a.call("ReadFiles", pair(json!({"file_paths": [path_str(&db)]})));
     assert!(

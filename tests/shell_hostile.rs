@@ -111,10 +111,12 @@ fn children_named(parent: i64, name: &str) -> Vec<i32> {
 /// Wait (polling /proc, bounded by `limit`) until `cond` holds; the elapsed time.
 fn until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
     let t = Instant::now();
-    while !cond() {
-        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let held = support::wait::settle(
+        support::wait::Deadline::after("condition", limit),
+        &mut cond,
+        |held| *held,
+    );
+    assert!(held.is_ok(), "{what}: not within {limit:?}");
     t.elapsed()
 }
 

@@ -6,9 +6,9 @@
 mod support;
 
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 use support::tasks::*;
-use support::{Agent, HARD_TIMEOUT, Opts};
+use support::wait::{Deadline, eventually};
+use support::{Agent, Opts};
 
 macro_rules! both_runtimes {
     ($($name:ident),* $(,)?) => {
@@ -110,16 +110,16 @@ fn cancelling_a_task_interrupts_its_command_and_keeps_the_output(rt: &str) {
     let ack = modern(&mut a, "tasks/cancel", json!({"taskId": id}), true);
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
     // Cancelled at once; the interrupted command's output arrives with its end.
-    let end = Instant::now() + HARD_TIMEOUT;
-    let got = loop {
-        let g = modern(&mut a, "tasks/get", json!({"taskId": id}), true)["result"].clone();
-        assert_eq!(g["status"], "cancelled", "{g}");
-        if g.get("result").is_some() {
-            break g;
-        }
-        assert!(Instant::now() < end, "no outcome after cancel: {g}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let got = eventually(
+        Deadline::hard("outcome after cancel"),
+        "the cancelled task carries its outcome",
+        || {
+            let g = modern(&mut a, "tasks/get", json!({"taskId": id}), true)["result"].clone();
+            assert_eq!(g["status"], "cancelled", "{g}");
+            g
+        },
+        |g| g.get("result").is_some(),
+    );
     let result = &got["result"];
     assert!(text(result).contains("cancel-me"), "{result}");
     assert_eq!(

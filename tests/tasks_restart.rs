@@ -5,9 +5,8 @@
 mod support;
 
 use serde_json::json;
-use std::time::{Duration, Instant};
-use support::HARD_TIMEOUT;
 use support::tasks::*;
+use support::wait::{Deadline, eventually};
 
 #[test]
 fn a_task_outlives_an_adapter_restart() {
@@ -150,30 +149,24 @@ fn a_second_live_adapter_sees_a_task_but_never_runs_it() {
     // A cancel recorded by b reaches the command through a's runner.
     let ack = modern(&mut b, "tasks/cancel", json!({"taskId": id}), true);
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
-    let end = Instant::now() + HARD_TIMEOUT;
-    let done = loop {
-        let g = modern(&mut a, "tasks/get", json!({"taskId": id}), true)["result"].clone();
-        if g.get("result").is_some() {
-            break g;
-        }
-        assert!(Instant::now() < end, "a never saw the cancel: {g}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let done = eventually(
+        Deadline::hard("cancel reaches a"),
+        "a sees the cancel's outcome",
+        || modern(&mut a, "tasks/get", json!({"taskId": id}), true)["result"].clone(),
+        |g| g.get("result").is_some(),
+    );
     assert_eq!(done["status"], "cancelled", "{done}");
     assert_eq!(
         done["result"]["structuredContent"]["data"]["exit_code"],
         130
     );
     // b reads the same outcome from the store (a writes it there just after publishing it).
-    let end = Instant::now() + HARD_TIMEOUT;
-    let seen = loop {
-        let g = modern(&mut b, "tasks/get", json!({"taskId": id}), true)["result"].clone();
-        if g.get("result").is_some() {
-            break g;
-        }
-        assert!(Instant::now() < end, "b never saw the outcome: {g}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let seen = eventually(
+        Deadline::hard("outcome reaches b"),
+        "b sees the outcome in the store",
+        || modern(&mut b, "tasks/get", json!({"taskId": id}), true)["result"].clone(),
+        |g| g.get("result").is_some(),
+    );
     assert_eq!(
         (seen["status"].clone(), seen["result"].clone()),
         (done["status"].clone(), done["result"].clone())

@@ -72,6 +72,48 @@ fn banned_calls_stay_out_of_src() {
     }
 }
 
+/// The one file under `tests/` allowed to pause: `eventually` polls from there.
+const WAIT_HELPER: &str = "tests/support/wait.rs";
+
+/// Tests synchronise on events (a line, a socket, a FIFO gate); what has no event is polled
+/// through `support::wait::eventually`, whose short back-off is the only sleep in `tests/`
+/// (benches included).
+#[test]
+fn tests_never_sleep_outside_the_wait_helper() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("tests"), &mut files);
+    let strings = regex_lite::Regex::new(r#""([^"\\]|\\.)*""#).unwrap();
+    let sleep = regex_lite::Regex::new(r"\bsleep\s*\(|thread::sleep\b").unwrap();
+    let mut wrong = Vec::new();
+    let mut in_helper = 0;
+    for p in files {
+        let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        for (n, line) in fs::read_to_string(&p).unwrap().lines().enumerate() {
+            // Shell commands (`"sleep 100"`) and comments may name a sleep; code may not.
+            let code = strings.replace_all(line, "\"\"");
+            let code = code.split("//").next().unwrap_or("");
+            if !sleep.is_match(code) {
+                continue;
+            }
+            if rel == WAIT_HELPER {
+                in_helper += 1;
+            } else {
+                wrong.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "tests sleep; wait for an event, or poll with support::wait::eventually:\n{}",
+        wrong.join("\n")
+    );
+    assert_eq!(
+        in_helper, 1,
+        "{WAIT_HELPER} pauses in exactly one place, between two polls"
+    );
+}
+
 #[test]
 fn no_async_runtime_in_the_manifest() {
     let manifest =

@@ -7,7 +7,9 @@
 //! Included with `#[path = "support/http.rs"]` next to `mod support;`.
 #![allow(dead_code)]
 
-use crate::support::{bin, kill_processes_mentioning};
+pub use crate::support::HARD_TIMEOUT;
+use crate::support::kill_processes_mentioning;
+use crate::support::wait::{Deadline, eventually};
 use crossbeam_channel::{Receiver, bounded};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -17,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub const HARD_TIMEOUT: Duration = Duration::from_secs(20);
 pub const TOKEN: &str = "test-token-0123456789abcdef0123456789abcdef";
 
 /// A temp directory laid out like a user's machine, shared by server starts.
@@ -50,13 +51,12 @@ impl Home {
     }
 
     fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(bin());
+        let mut cmd = crate::support::command(&crate::support::isolated_env(
+            &self.path("home"),
+            &self.path("state"),
+            &self.path("run"),
+        ));
         cmd.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("WINX_STATE_DIR", self.path("state"))
-            .env("XDG_RUNTIME_DIR", self.path("run"))
             .env("WINX_RUNTIME", "embedded")
             .stdin(Stdio::null());
         for (k, v) in env {
@@ -247,6 +247,16 @@ pub fn meta() -> Value {
 pub fn modern(method: &str, mut params: Value) -> Value {
     params["_meta"] = meta();
     json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+/// A `server/discover` request body.
+pub fn discover() -> Value {
+    modern("server/discover", json!({}))
+}
+
+/// One header, as `Conn::send` takes them.
+pub fn h(name: &str, value: &str) -> (String, String) {
+    (name.to_string(), value.to_string())
 }
 
 /// The routing headers a 2026-07-28 client sends.
@@ -485,20 +495,21 @@ pub fn blocked_call(s: &Server, token: &str, name: &str) -> Held {
         );
         r.status
     });
-    let until = Instant::now() + HARD_TIMEOUT;
-    loop {
-        let opened = std::fs::OpenOptions::new()
+    let open_gate = || {
+        std::fs::OpenOptions::new()
             .write(true)
             .custom_flags(nix::libc::O_NONBLOCK)
-            .open(&gate);
-        if let Ok(gate) = opened {
-            return Held { gate, thread };
-        }
-        if thread.is_finished() {
-            panic!("the gated call ended early: {}", thread.join().unwrap());
-        }
-        assert!(Instant::now() < until, "the gated command never started");
-        std::thread::yield_now();
+            .open(&gate)
+    };
+    let (opened, _) = eventually(
+        Deadline::hard("gated command start"),
+        "the gated command opens its gate (or its call ends)",
+        || (open_gate(), thread.is_finished()),
+        |(opened, ended)| opened.is_ok() || *ended,
+    );
+    match opened {
+        Ok(gate) => Held { gate, thread },
+        Err(_) => panic!("the gated call ended early: {}", thread.join().unwrap()),
     }
 }
 

@@ -3,12 +3,14 @@
 //! Set `WINX_TEST_KEEP_LOGS=1` to keep the temp dir (with stderr.log) for post-mortem.
 #![allow(dead_code)]
 
+pub mod golden;
 pub mod tasks;
+pub mod wait;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -47,6 +49,14 @@ impl Agent {
         Agent::spawn_with(Opts::default())
     }
 
+    /// Start with `env` added to the isolated environment (`WINX_RUNTIME`, limits, …).
+    pub fn spawn_env(env: &[(&str, &str)]) -> Agent {
+        Agent::spawn_with(Opts {
+            env,
+            ..Default::default()
+        })
+    }
+
     pub fn spawn_with(opts: Opts) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("home");
@@ -63,36 +73,16 @@ impl Agent {
         std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .unwrap();
         let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
-        let mut cmd = Command::new(bin());
-        cmd.args(opts.args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("WINX_STATE_DIR", &state)
-            .env("XDG_RUNTIME_DIR", &run)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
-        let mut env = vec![
-            (
-                "PATH".to_string(),
-                std::env::var("PATH").unwrap_or_default(),
-            ),
-            ("HOME".to_string(), home.to_string_lossy().into_owned()),
-            (
-                "WINX_STATE_DIR".to_string(),
-                state.to_string_lossy().into_owned(),
-            ),
-            (
-                "XDG_RUNTIME_DIR".to_string(),
-                run.to_string_lossy().into_owned(),
-            ),
-        ];
+        let mut env = isolated_env(&home, &state, &run);
         for (k, v) in opts.env {
-            cmd.env(k, v);
             env.retain(|(n, _)| n != k);
             env.push((k.to_string(), v.to_string()));
         }
+        let mut cmd = command(&env);
+        cmd.args(opts.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
         let mut child = cmd.spawn().expect("spawn winx-code-agent");
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = unbounded();
@@ -252,13 +242,18 @@ impl Agent {
 
     /// Run an operator command (`list`, `kill`, …) with this agent's environment.
     pub fn op(&self, args: &[&str]) -> std::process::Output {
-        Command::new(bin())
-            .args(args)
-            .env_clear()
-            .envs(self.env.iter().cloned())
+        self.op_command(args)
             .stdin(Stdio::null())
             .output()
             .expect("run operator command")
+    }
+
+    /// An operator command (`attach --follow`, …) with this agent's environment, to be
+    /// started by the caller.
+    pub fn op_command(&self, args: &[&str]) -> Command {
+        let mut cmd = command(&self.env);
+        cmd.args(args);
+        cmd
     }
 
     /// An operator command that must succeed, its stdout parsed as JSON.
@@ -287,6 +282,69 @@ impl Drop for Agent {
             eprintln!("kept test dir {}", path.display());
         }
     }
+}
+
+/// The whole environment of a binary a test starts: nothing of the caller's but `PATH`, so
+/// a developer's own `WINX_*` settings or runtime directory never leak in.
+pub fn isolated_env(home: &Path, state: &Path, run: &Path) -> Vec<(String, String)> {
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    vec![
+        (
+            "PATH".to_string(),
+            std::env::var("PATH").unwrap_or_default(),
+        ),
+        ("HOME".to_string(), path(home)),
+        ("WINX_STATE_DIR".to_string(), path(state)),
+        ("XDG_RUNTIME_DIR".to_string(), path(run)),
+    ]
+}
+
+/// The binary with exactly `env` as its environment.
+pub fn command(env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.env_clear().envs(env.iter().cloned());
+    cmd
+}
+
+/// A second adapter on `old`'s state, workspace and runtime directories (so on its winxd
+/// and guardians), with `WINX_RUNTIME=rt`: what a client restarting the server starts.
+pub fn restart_adapter(old: &Agent, rt: &str) -> Agent {
+    Agent::spawn_with(Opts {
+        state: Some(old.state.clone()),
+        workspace: Some(old.workspace.clone()),
+        env: &[
+            (
+                "XDG_RUNTIME_DIR",
+                old.dir.path().join("run").to_str().unwrap(),
+            ),
+            ("WINX_RUNTIME", rt),
+        ],
+        ..Default::default()
+    })
+}
+
+/// The text of a tool result's first content block; panics, showing the result, when it
+/// has none.
+pub fn text(result: &Value) -> &str {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content in {result}"))
+}
+
+/// A tool result's structured envelope (`status`, `errorCode`, `data`, …).
+pub fn sc(result: &Value) -> &Value {
+    &result["structuredContent"]
+}
+
+/// Tool arguments for the session pair of the envelope `first` (from `first_call`), with
+/// `extra`'s fields added.
+pub fn pair_args(first: &Value, extra: Value) -> Value {
+    let mut args = json!({"thread_id": first["data"]["thread_id"],
+                          "workspace_root": first["data"]["workspace_root"]});
+    for (k, v) in extra.as_object().expect("extra arguments are an object") {
+        args[k] = v.clone();
+    }
+    args
 }
 
 /// Run the binary to completion with arguments (for CLI tests).

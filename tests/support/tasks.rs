@@ -3,18 +3,17 @@
 //! lets it go, and polling a task to its end.
 #![allow(dead_code)]
 
-use super::{Agent, HARD_TIMEOUT, Opts};
+use super::wait::{Deadline, eventually};
+use super::{Agent, HARD_TIMEOUT};
+#[allow(unused_imports)] // re-exported for the task suites; not every one uses both
+pub use super::{restart_adapter, text};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 pub const EXT: &str = "io.modelcontextprotocol/tasks";
 
 pub fn spawn(rt: &str) -> Agent {
-    Agent::spawn_with(Opts {
-        env: &[("WINX_RUNTIME", rt)],
-        ..Default::default()
-    })
+    Agent::spawn_env(&[("WINX_RUNTIME", rt)])
 }
 
 /// `_meta` of a 2026-07-28 request, declaring the tasks extension or not.
@@ -82,24 +81,16 @@ impl Gate {
 
 /// Poll `tasks/get` until the task leaves `working` (each poll is an event: the answer).
 pub fn until_terminal(a: &mut Agent, id: &str) -> Value {
-    let end = Instant::now() + HARD_TIMEOUT;
-    loop {
-        let r = modern(a, "tasks/get", json!({"taskId": id}), true);
-        let res = r["result"].clone();
-        assert!(r.get("error").is_none(), "{r}");
-        if res["status"] != "working" {
-            return res;
-        }
-        assert!(Instant::now() < end, "task {id} still working: {res}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-pub fn text(result: &Value) -> String {
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
+    eventually(
+        Deadline::hard("task end"),
+        &format!("task {id} leaves `working`"),
+        || {
+            let r = modern(a, "tasks/get", json!({"taskId": id}), true);
+            assert!(r.get("error").is_none(), "{r}");
+            r["result"].clone()
+        },
+        |res| res["status"] != "working",
+    )
 }
 
 /// Single-quote a path for bash.
@@ -107,27 +98,11 @@ pub fn q(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
 
-/// A second adapter on the first one's state and runtime directories.
-pub fn restart_adapter(old: &Agent, rt: &str) -> Agent {
-    Agent::spawn_with(Opts {
-        state: Some(old.state.clone()),
-        workspace: Some(old.workspace.clone()),
-        env: &[
-            (
-                "XDG_RUNTIME_DIR",
-                old.dir.path().join("run").to_str().unwrap(),
-            ),
-            ("WINX_RUNTIME", rt),
-        ],
-        ..Default::default()
-    })
-}
-
 /// The whole output of a result: its text, or its spill file when truncated.
 pub fn whole_output(result: &Value) -> String {
     match result["structuredContent"]["data"]["spill_path"].as_str() {
         Some(p) => std::fs::read_to_string(p).unwrap(),
-        None => text(result),
+        None => text(result).to_string(),
     }
 }
 
