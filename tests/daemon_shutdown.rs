@@ -85,7 +85,7 @@ impl Winxd {
             winx::deadline::Deadline::after("winxd ready", HARD_TIMEOUT),
         )
         .unwrap();
-        assert_eq!(verdict, "ok");
+        assert_eq!(verdict, winx::ipc::ready::Verdict::Ready);
         Winxd {
             child,
             dir,

@@ -2,11 +2,12 @@
 //! docs/architecture.md.
 
 use lexopt::prelude::*;
-use std::io::Write;
+
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use winx::guardian::{self, Dialect, ShellSpec};
+use winx::ipc::ready::{self, Verdict};
 
 const USAGE: &str = "usage: winx-guardian --socket PATH --session-dir DIR --workspace DIR --shell PATH \
 [--dialect bash|zsh] [--ready-fd N] | --version";
@@ -75,12 +76,12 @@ fn main() -> ExitCode {
     // SAFETY: winxd passes the readiness pipe on this fd and nothing else owns it.
     let ready_file = ready_fd.map(|fd| unsafe { std::fs::File::from_raw_fd(fd) });
     let ready = Box::new(move |r: Result<(), String>| {
-        if let Some(mut f) = ready_file {
-            let msg = match r {
-                Ok(()) => "ok".to_string(),
-                Err(e) => format!("err: {e}"),
+        if let Some(f) = ready_file {
+            let verdict = match r {
+                Ok(()) => Verdict::Ready,
+                Err(reason) => Verdict::Failed { reason },
             };
-            let _ = f.write_all(msg.as_bytes());
+            ready::report(f, &verdict);
         }
     });
     match guardian::run_process(spec, &socket, ready) {

@@ -1,12 +1,13 @@
 //! `winxd`: the control plane. Started by the adapter when absent; see docs/architecture.md.
 
 use lexopt::prelude::*;
-use std::io::Write;
+
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use winx::config::winxd::WinxdConfig;
 use winx::daemon::{self, Started};
+use winx::ipc::ready::{self, Verdict};
 use winx::runtime::daemon::sibling;
 
 const USAGE: &str = "usage: winxd [--socket PATH] [--ready-fd N] | --version";
@@ -49,27 +50,29 @@ fn main() -> ExitCode {
     }
     // SAFETY: the starter passes a pipe's write end on this fd and nothing else owns it.
     let mut ready = ready_fd.map(|fd| unsafe { std::fs::File::from_raw_fd(fd) });
-    let mut report = |msg: &str| {
-        if let Some(mut f) = ready.take() {
-            let _ = f.write_all(msg.as_bytes());
+    let mut report = |verdict: Verdict| {
+        if let Some(f) = ready.take() {
+            ready::report(f, &verdict);
         }
     };
     let vars = winx::config::process_env();
     let config = match WinxdConfig::build(socket, &winx::config::lookup(&vars)) {
         Ok(c) => c,
         Err(e) => {
-            report(&format!("err: {e}"));
+            report(Verdict::Failed {
+                reason: e.to_string(),
+            });
             return usage(e);
         }
     };
     winx::adapter::init_logging(config.log_level);
     match daemon::start(&config.socket, sibling("winx-guardian"), config.lifecycle) {
         Ok(Started::AlreadyRunning) => {
-            report("running");
+            report(Verdict::AlreadyRunning);
             ExitCode::SUCCESS
         }
         Ok(Started::Serving(d)) => {
-            report("ok");
+            report(Verdict::Ready);
             match d.run() {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -79,7 +82,9 @@ fn main() -> ExitCode {
             }
         }
         Err(e) => {
-            report(&format!("err: {e}"));
+            report(Verdict::Failed {
+                reason: e.to_string(),
+            });
             eprintln!("winxd: {e}");
             ExitCode::FAILURE
         }

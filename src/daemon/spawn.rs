@@ -42,7 +42,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
         .arg("--shell")
         .arg(shell)
         .arg("--dialect")
-        .arg(dialect)
+        .arg(dialect.as_str())
         .arg("--ready-fd")
         .arg(READY_FD.to_string())
         .arg("--thread-id")
@@ -88,11 +88,11 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
 
 /// Wait for the guardian's verdict on its readiness pipe, bounded by `READY_TIMEOUT`.
 fn read_ready(fd: OwnedFd) -> Result<(), String> {
-    let verdict =
-        crate::ipc::ready::wait_verdict(fd, Deadline::after("guardian start", READY_TIMEOUT))?;
-    match verdict.as_str() {
-        "ok" => Ok(()),
-        "" => Err("the guardian exited before reporting ready".into()),
-        other => Err(other.trim_start_matches("err: ").to_string()),
+    use crate::ipc::ready::{Verdict, wait_verdict};
+    match wait_verdict(fd, Deadline::after("guardian start", READY_TIMEOUT)) {
+        Ok(Verdict::Ready) => Ok(()),
+        Ok(Verdict::Failed { reason }) => Err(reason),
+        Ok(Verdict::AlreadyRunning) => Err("the guardian reported another instance".into()),
+        Err(e) => Err(format!("guardian: {e}")),
     }
 }

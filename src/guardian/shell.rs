@@ -10,12 +10,8 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// Which shell dialect the rc file is written in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
-    Bash,
-    Zsh,
-}
+/// Which shell dialect the rc file is written in (the wire type: winxd passes it on).
+pub use crate::wire::Dialect;
 
 /// Everything needed to (re)start the session's shell.
 #[derive(Clone, Debug)]

@@ -2,6 +2,7 @@
 //! a session's guardian. Concurrent starters converge: winxd's lock lets one serve.
 
 use crate::deadline::Deadline;
+use crate::ipc::ready::Verdict;
 use crate::wire::daemon::{PROTOCOL, Request, Response};
 use crate::wire::{Hello, read_frame, write_frame};
 use std::os::fd::AsRawFd;
@@ -69,18 +70,17 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("exec {}: {e}", bin.display()))?;
     drop(w);
-    let verdict =
-        crate::ipc::ready::wait_verdict(r, Deadline::after("winxd start", START_TIMEOUT))?;
+    let verdict = crate::ipc::ready::wait_verdict(r, Deadline::after("winxd start", START_TIMEOUT));
     // winxd daemonises by staying in its own session; reap it if it already exited.
     let _ = std::thread::Builder::new()
         .name("winxd-reap".into())
         .spawn(move || {
             let _ = child.wait();
         });
-    match verdict.trim() {
-        "ok" | "running" => Ok(()),
-        "" => Err("winxd exited before reporting ready".into()),
-        other => Err(other.to_string()),
+    match verdict {
+        Ok(Verdict::Ready | Verdict::AlreadyRunning) => Ok(()),
+        Ok(Verdict::Failed { reason }) => Err(format!("winxd could not start: {reason}")),
+        Err(e) => Err(format!("winxd: {e}")),
     }
 }
 

@@ -182,10 +182,7 @@ impl Runtime {
             key: key.to_string(),
             workspace: spec.workspace.clone(),
             shell: spec.program.clone(),
-            dialect: match spec.dialect {
-                Dialect::Bash => "bash".into(),
-                Dialect::Zsh => "zsh".into(),
-            },
+            dialect: spec.dialect,
             session_dir: spec.session_dir.to_string_lossy().into_owned(),
             env: self.cfg.base_env.clone(),
             labels: spec.labels.clone(),

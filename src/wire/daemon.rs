@@ -14,8 +14,7 @@ pub enum Request {
         key: String,
         workspace: String,
         shell: String,
-        /// "bash" or "zsh".
-        dialect: String,
+        dialect: super::Dialect,
         session_dir: String,
         env: Vec<(String, String)>,
         labels: Labels,

@@ -66,6 +66,23 @@ pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> io::Result<T> {
     serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// The dialect a session's shell rc is written in; travels typed in winxd's `Ensure`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    Bash,
+    Zsh,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Bash => "bash",
+            Dialect::Zsh => "zsh",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
