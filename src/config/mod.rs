@@ -53,6 +53,9 @@ pub struct Config {
     pub read_parallelism: usize,
     /// MCP Tasks working at once (`WINX_MAX_TASKS`, 1..=256, default 32).
     pub max_tasks: usize,
+    /// Sessions whose in-memory tool state is kept (`WINX_SESSION_STATES`,
+    /// 1..=1,000,000, default `tools::state::DEFAULT_MAX_SESSIONS`).
+    pub session_states: usize,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -161,6 +164,17 @@ impl Config {
                     _ => {
                         return Err(ConfigError(format!(
                             "WINX_MAX_TASKS must be 1..=256, got {v:?}"
+                        )));
+                    }
+                },
+            },
+            session_states: match env("WINX_SESSION_STATES") {
+                None => crate::tools::state::DEFAULT_MAX_SESSIONS,
+                Some(v) => match v.parse::<usize>() {
+                    Ok(n) if (1..=crate::tools::state::MAX_SESSIONS_LIMIT).contains(&n) => n,
+                    _ => {
+                        return Err(ConfigError(format!(
+                            "WINX_SESSION_STATES must be 1..=1000000, got {v:?}"
                         )));
                     }
                 },
