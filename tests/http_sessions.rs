@@ -53,7 +53,9 @@ fn call(c: &mut Conn, tool: &str, s: &Session, extra: Value) -> Value {
 }
 
 fn status(r: &Value) -> &str {
-    r["structuredContent"]["status"].as_str().unwrap_or_default()
+    r["structuredContent"]["status"]
+        .as_str()
+        .unwrap_or_default()
 }
 
 fn read(c: &mut Conn, s: &Session) {

@@ -222,7 +222,7 @@ mod fuzz {
         #[test]
         fn dispatch_never_panics(args in arb_args(), name in prop_oneof![Just("Initialize".to_string()), "[A-Za-z]{0,10}"]) {
             let tmp = tempfile::tempdir().unwrap();
-            let sessions = SessionService::new(tmp.path().join("state"));
+            let sessions = SessionService::new(tmp.path().join("state"), 8);
             let runtime = crate::runtime::tests::embedded(tmp.path());
             let policy = ToolPolicy::profile(Profile::Full);
             let states = state::SessionStates::new(8);

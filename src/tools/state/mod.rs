@@ -18,8 +18,8 @@ pub mod images;
 pub mod undo;
 
 use crate::files::coverage::Coverage;
+use crate::lru::Lru;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Sessions whose state is kept per process (`WINX_SESSION_STATES`). 32 times winxd's
@@ -55,16 +55,7 @@ pub struct SessionState {
 /// The registry: at most `limit` sessions, least recently used evicted first.
 pub struct SessionStates {
     limit: usize,
-    lru: Mutex<Lru>,
-}
-
-#[derive(Default)]
-struct Lru {
-    tick: u64,
-    /// Key → (state, its last use).
-    map: HashMap<String, (Arc<SessionState>, u64)>,
-    /// Last use → key, oldest first.
-    order: BTreeMap<u64, String>,
+    lru: Mutex<Lru<String, Arc<SessionState>>>,
 }
 
 impl SessionStates {
@@ -79,20 +70,21 @@ impl SessionStates {
     /// The state of `key` (see `session_key`), created when absent; marks it most
     /// recently used and evicts beyond the limit.
     pub fn get(&self, key: &str) -> Arc<SessionState> {
-        let mut guard = self.lru.lock();
-        let lru = &mut *guard;
-        lru.tick += 1;
-        let tick = lru.tick;
-        if let Some((state, used)) = lru.map.get_mut(key) {
-            lru.order.remove(used);
-            *used = tick;
-            lru.order.insert(tick, key.to_string());
+        let key = key.to_string();
+        let mut lru = self.lru.lock();
+        if let Some(state) = lru.get(&key) {
             return state.clone();
         }
         let state = Arc::new(SessionState::default());
-        lru.map.insert(key.to_string(), (state.clone(), tick));
-        lru.order.insert(tick, key.to_string());
-        lru.evict(self.limit);
+        lru.insert(key, state.clone());
+        // Sessions in use (a running call holds their `Arc`) stay, so the registry may
+        // briefly hold more: at most one more per call running at that moment. Counted
+        // under the registry lock: only this lock hands out new `Arc`s, so a count of 1
+        // (the map's own) cannot grow while we look.
+        let over = lru.evict(self.limit, |s| Arc::strong_count(s) == 1);
+        if over > 0 {
+            log::debug!("session states: {over} over the limit while in use");
+        }
         state
     }
 
@@ -103,7 +95,7 @@ impl SessionStates {
 
     /// Sessions held now.
     pub fn len(&self) -> usize {
-        self.lru.lock().map.len()
+        self.lru.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,40 +104,7 @@ impl SessionStates {
 
     /// Is `key` held (without touching it)?
     pub fn contains(&self, key: &str) -> bool {
-        self.lru.lock().map.contains_key(key)
-    }
-}
-
-impl Lru {
-    /// Drop the least recently used sessions nobody is using until at most `limit` are
-    /// held. Sessions in use stay (a running call holds their `Arc`), so the registry may
-    /// briefly hold more: at most one more per call running at that moment.
-    fn evict(&mut self, limit: usize) {
-        if self.map.len() <= limit {
-            return;
-        }
-        let mut excess = self.map.len() - limit;
-        let idle: Vec<(u64, String)> = self
-            .order
-            .iter()
-            .filter(|(_, k)| {
-                // Counted under the registry lock: only this lock hands out new `Arc`s,
-                // so a count of 1 (the map's own) cannot grow while we look.
-                self.map
-                    .get(*k)
-                    .is_some_and(|(s, _)| Arc::strong_count(s) == 1)
-            })
-            .take(excess)
-            .map(|(t, k)| (*t, k.clone()))
-            .collect();
-        for (tick, key) in idle {
-            self.order.remove(&tick);
-            self.map.remove(&key);
-            excess -= 1;
-        }
-        if excess > 0 {
-            log::debug!("session states: {excess} over the limit while in use");
-        }
+        self.lru.lock().contains_key(&key.to_string())
     }
 }
 
@@ -203,7 +162,6 @@ mod tests {
         assert_eq!(states.len(), 100);
         assert!(states.contains(&session_key("p", "t9999")));
         assert!(!states.contains(&session_key("p", "t9899")));
-        assert_eq!(states.lru.lock().order.len(), 100);
     }
 
     #[test]
