@@ -60,6 +60,7 @@ bench:
 	$(CARGO) bench --bench files
 	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
+	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture
 
 clean:
 	$(CARGO) clean

@@ -15,6 +15,7 @@ pub mod fsutil;
 pub mod guardian;
 pub mod ipc;
 pub mod jsonrpc;
+pub mod lru;
 pub mod mcp;
 pub mod operator;
 pub mod process;

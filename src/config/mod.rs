@@ -52,6 +52,9 @@ pub struct Config {
     pub read_parallelism: usize,
     /// MCP Tasks working at once (`WINX_MAX_TASKS`, 1..=256, default 32).
     pub max_tasks: usize,
+    /// Sessions whose in-memory tool state is kept (`WINX_SESSION_STATES`,
+    /// 1..=1,000,000, default `tools::state::DEFAULT_MAX_SESSIONS`).
+    pub session_states: usize,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -124,6 +127,7 @@ impl Config {
             allow_paths,
             read_parallelism: vars::count(&vars::READ_PARALLELISM, env)?,
             max_tasks: vars::count(&vars::MAX_TASKS, env)?,
+            session_states: vars::count(&vars::SESSION_STATES, env)?,
             policy,
             state_dir,
             log_level,

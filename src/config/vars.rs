@@ -132,6 +132,15 @@ pub const MAX_TASKS: Var = Var {
     },
     help: "MCP Tasks working at once; beyond it calls answer inline",
 };
+pub const SESSION_STATES: Var = Var {
+    name: "WINX_SESSION_STATES",
+    kind: Kind::Number {
+        default: crate::tools::state::DEFAULT_MAX_SESSIONS as u64,
+        min: 1,
+        max: crate::tools::state::MAX_SESSIONS_LIMIT as u64,
+    },
+    help: "sessions whose in-memory tool state is kept (least recently used evicted)",
+};
 pub const HTTP_TOKEN: Var = Var {
     name: "WINX_HTTP_TOKEN",
     kind: Kind::Text { default: "none" },
@@ -224,6 +233,7 @@ pub const ALL: &[Var] = &[
     ALLOW_PATHS,
     READ_PARALLELISM,
     MAX_TASKS,
+    SESSION_STATES,
     HTTP_TOKEN,
     HTTP_REQUEST_TIMEOUT_MS,
     HTTP_IO_TIMEOUT_MS,

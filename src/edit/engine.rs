@@ -122,7 +122,7 @@ pub enum CommitError {
 
 /// What the engine needs to know about the caller.
 pub struct EditContext<'a> {
-    pub session: &'a str,
+    /// The calling session's read permits.
     pub coverage: &'a Coverage,
     pub workspace: &'a Path,
     pub allow: &'a AllowPaths,
@@ -170,9 +170,7 @@ fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
         if !existed || old.is_empty() {
             return Ok(());
         }
-        let gaps = ctx
-            .coverage
-            .unread(ctx.session, &path, &old_revision, wanted);
+        let gaps = ctx.coverage.unread(&path, &old_revision, wanted);
         if gaps.is_empty() {
             Ok(())
         } else {

@@ -28,7 +28,6 @@ fn fix() -> Fix {
 impl Fix {
     fn ctx(&self) -> EditContext<'_> {
         EditContext {
-            session: "s",
             coverage: &self.coverage,
             workspace: &self.ws,
             allow: &self.allow,
@@ -57,7 +56,7 @@ fn the_read_is_the_permit() {
         "{err:?}"
     );
     f.coverage
-        .grant("s", &p, &revision(b"one\ntwo\nthree\n"), (2, 2));
+        .grant(&p, &revision(b"one\ntwo\nthree\n"), (2, 2));
     let planned = plan(&f.ctx(), &[sr(&p, "two", "2")]).unwrap();
     assert_eq!(planned[0].new, "one\n2\nthree\n");
     commit(&planned, None).unwrap();
@@ -70,8 +69,8 @@ fn one_failing_file_means_nothing_is_written() {
     let (a, b) = (f.ws.join("a.txt"), f.ws.join("b.txt"));
     std::fs::write(&a, "x\n").unwrap();
     std::fs::write(&b, "y\n").unwrap();
-    f.coverage.grant("s", &a, &revision(b"x\n"), (1, 1));
-    f.coverage.grant("s", &b, &revision(b"y\n"), (1, 1));
+    f.coverage.grant(&a, &revision(b"x\n"), (1, 1));
+    f.coverage.grant(&b, &revision(b"y\n"), (1, 1));
     let err = plan(&f.ctx(), &[sr(&a, "x", "X"), sr(&b, "nope", "Y")]);
     assert!(matches!(err, Err(PlanError::Match { .. })));
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "x\n");
@@ -83,7 +82,7 @@ fn line_patches_compare_and_swap_the_revision() {
     let p = f.ws.join("c.txt");
     std::fs::write(&p, "a\nb\n").unwrap();
     let rev = revision(b"a\nb\n");
-    f.coverage.grant("s", &p, &rev, (1, 2));
+    f.coverage.grant(&p, &rev, (1, 2));
     let patch = |expected: &str| FileEdit {
         path: p.clone(),
         op: Op::LinePatch {
@@ -176,7 +175,7 @@ fn a_target_changed_after_planning_is_never_committed_over() {
     let f = fix();
     let (a, b) = (f.ws.join("a.txt"), f.ws.join("b.txt"));
     std::fs::write(&a, "a\n").unwrap();
-    f.coverage.grant("s", &a, &revision(b"a\n"), (1, 1));
+    f.coverage.grant(&a, &revision(b"a\n"), (1, 1));
     let new_b = FileEdit {
         path: b.clone(),
         op: Op::Replace {

@@ -1,9 +1,10 @@
-//! Read coverage: which line ranges of which revision each session has read. A read is the
+//! Read coverage: which line ranges of which revision one session has read. A read is the
 //! permit for an edit of those lines; a changed file (new revision) voids the permit.
+//! Each session has its own `Coverage` (held by the tools' session-state registry).
 //!
 //! Invariant: coverage is only ever granted by a successful read or by the session's own
-//! committed edit; it lives in adapter memory, so a restarted adapter asks for reads again
-//! (safe, never permissive).
+//! committed edit; it lives in adapter memory, so a restarted adapter (or a session whose
+//! state was evicted) asks for reads again (safe, never permissive).
 
 use super::ranges::merge;
 use parking_lot::Mutex;
@@ -21,10 +22,17 @@ struct Entry {
     seq: u64,
 }
 
+/// One session's permits, behind its own lock.
 #[derive(Default)]
 pub struct Coverage {
-    inner: Mutex<HashMap<String, HashMap<PathBuf, Entry>>>,
-    seq: Mutex<u64>,
+    inner: Mutex<Files>,
+}
+
+#[derive(Default)]
+struct Files {
+    entries: HashMap<PathBuf, Entry>,
+    /// Grant counter: the entry with the smallest `seq` is the oldest.
+    seq: u64,
 }
 
 /// The parts of `wanted` not inside `covered`.
@@ -53,18 +61,14 @@ pub fn missing(covered: &[(usize, usize)], wanted: (usize, usize)) -> Vec<(usize
 }
 
 impl Coverage {
-    fn next_seq(&self) -> u64 {
-        let mut s = self.seq.lock();
-        *s += 1;
-        *s
-    }
-
-    /// Record that `session` read `range` of `path` at `revision`. A new revision replaces
-    /// what was known of the old one.
-    pub fn grant(&self, session: &str, path: &Path, revision: &str, range: (usize, usize)) {
-        let seq = self.next_seq();
-        let mut all = self.inner.lock();
-        let files = all.entry(session.to_string()).or_default();
+    /// Record that the session read `range` of `path` at `revision`. A new revision
+    /// replaces what was known of the old one.
+    pub fn grant(&self, path: &Path, revision: &str, range: (usize, usize)) {
+        let mut guard = self.inner.lock();
+        let all = &mut *guard;
+        all.seq += 1;
+        let seq = all.seq;
+        let files = &mut all.entries;
         let e = files.entry(path.to_path_buf()).or_insert_with(|| Entry {
             revision: revision.to_string(),
             ranges: Vec::new(),
@@ -90,16 +94,15 @@ impl Coverage {
         }
     }
 
-    /// Ranges of `wanted` that `session` has not read at `revision` (empty: permitted).
+    /// Ranges of `wanted` the session has not read at `revision` (empty: permitted).
     pub fn unread(
         &self,
-        session: &str,
         path: &Path,
         revision: &str,
         wanted: (usize, usize),
     ) -> Vec<(usize, usize)> {
         let all = self.inner.lock();
-        match all.get(session).and_then(|f| f.get(path)) {
+        match all.entries.get(path) {
             Some(e) if e.revision == revision => missing(&e.ranges, wanted),
             _ => vec![wanted],
         }
@@ -122,11 +125,14 @@ mod tests {
     fn a_new_revision_voids_old_reads() {
         let c = Coverage::default();
         let p = Path::new("/w/a.rs");
-        c.grant("s", p, "sha256:1", (1, 10));
-        assert!(c.unread("s", p, "sha256:1", (2, 5)).is_empty());
-        assert_eq!(c.unread("s", p, "sha256:2", (2, 5)), vec![(2, 5)]);
-        assert_eq!(c.unread("other", p, "sha256:1", (2, 5)), vec![(2, 5)]);
-        c.grant("s", p, "sha256:2", (4, 4));
-        assert_eq!(c.unread("s", p, "sha256:2", (1, 10)), vec![(1, 3), (5, 10)]);
+        c.grant(p, "sha256:1", (1, 10));
+        assert!(c.unread(p, "sha256:1", (2, 5)).is_empty());
+        assert_eq!(c.unread(p, "sha256:2", (2, 5)), vec![(2, 5)]);
+        assert_eq!(
+            c.unread(Path::new("/w/b.rs"), "sha256:1", (2, 5)),
+            vec![(2, 5)]
+        );
+        c.grant(p, "sha256:2", (4, 4));
+        assert_eq!(c.unread(p, "sha256:2", (1, 10)), vec![(1, 3), (5, 10)]);
     }
 }

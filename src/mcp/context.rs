@@ -19,7 +19,8 @@ pub struct CallContext<'a> {
 /// What tool calls use, shared with task runner threads.
 pub(super) struct Shared {
     pub(super) sessions: SessionService,
-    pub(super) coverage: crate::files::coverage::Coverage,
+    /// The session-state registry (`tools::state`): one per process, bounded.
+    pub(super) states: crate::tools::state::SessionStates,
     pub(super) allow_paths: crate::files::policy::AllowPaths,
     pub(super) read_parallelism: usize,
     pub(super) runtime: Runtime,
@@ -69,7 +70,7 @@ impl Shared {
             affinity: ctx.affinity,
             conversation: ctx.conversation,
             redact: self.redact,
-            coverage: &self.coverage,
+            states: &self.states,
             allow_paths: &self.allow_paths,
             read_parallelism: self.read_parallelism,
             policy: ctx.policy,

@@ -44,8 +44,8 @@ impl Server {
         }
         Server {
             shared: Arc::new(Shared {
-                sessions: SessionService::new(config.state_dir.clone()),
-                coverage: Default::default(),
+                sessions: SessionService::new(config.state_dir.clone(), config.session_states),
+                states: crate::tools::state::SessionStates::new(config.session_states),
                 allow_paths: config.allow_paths.clone(),
                 read_parallelism: config.read_parallelism,
                 runtime: Runtime::new(config.runtime.clone()),

@@ -3,6 +3,7 @@
 //! guardians are processes owned by winxd. Both are reached through their Unix socket.
 
 pub mod daemon;
+mod starting;
 
 use crate::guardian::{self, Dialect, ShellSpec};
 pub use crate::ipc::{ClientError, GuardianClient};
@@ -54,6 +55,8 @@ pub struct Ensured {
 pub struct Runtime {
     cfg: RuntimeConfig,
     guardians: Mutex<HashMap<String, GuardianClient>>,
+    /// One start at a time per session key (`starting`).
+    starting: starting::StartLocks,
 }
 
 /// File-system-safe key of a logical session (principal-scoped thread id).
@@ -73,6 +76,7 @@ impl Runtime {
         Runtime {
             cfg,
             guardians: Mutex::new(HashMap::new()),
+            starting: Default::default(),
         }
     }
 
@@ -125,9 +129,10 @@ impl Runtime {
 
     /// Attach to the live guardian of `key`, or start one in `workspace`.
     pub fn ensure(&self, key: &str, workspace: &Path, labels: Labels) -> Result<Ensured, String> {
-        // One start at a time per process: concurrent first calls converge on one shell.
-        static STARTING: Mutex<()> = Mutex::new(());
-        let _guard = STARTING.lock();
+        // One start at a time per session: concurrent first calls of `key` converge on one
+        // shell; other sessions' starts never wait for this one.
+        let turn = self.starting.turn(key);
+        let _guard = turn.hold();
         if let Some(e) = self.attach(key) {
             return Ok(e);
         }

@@ -2,8 +2,9 @@
 //! the `thread_id` + `workspace_root` pair, mode changes and resets.
 //!
 //! The store is the source of truth for bindings; `live` is what this process has
-//! attached since it started. A binding that exists in the store but is not live was left
-//! by an earlier adapter and is recovered on first use.
+//! attached since it started (the most recently used, bounded like the tools' session
+//! state). A binding that exists in the store but is not live was left by an earlier
+//! adapter, or forgotten here, and is recovered on first use.
 //!
 //! Invariant: no tool touches a shell or a file before `SessionService::verify` accepted
 //! its pair.
@@ -15,12 +16,12 @@ pub mod overview;
 
 use crate::deadline::unix_ms;
 use crate::fsutil::ensure_private_dir;
+use crate::lru::Lru;
 use crate::store::Store;
 use crate::store::sessions::SessionRow;
 pub use error::SessionError;
 pub use mode::Mode;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -78,7 +79,9 @@ type Key = (String, String);
 pub struct SessionService {
     state_dir: PathBuf,
     store: Mutex<Option<Arc<Store>>>,
-    live: Mutex<HashMap<Key, Binding>>,
+    live: Mutex<Lru<Key, Binding>>,
+    /// Bindings kept in `live` (`Config::session_states`).
+    live_limit: usize,
 }
 
 fn private_dir(dir: PathBuf) -> Result<PathBuf, SessionError> {
@@ -98,12 +101,20 @@ fn store_err(e: crate::store::StoreError) -> SessionError {
 }
 
 impl SessionService {
-    pub fn new(state_dir: PathBuf) -> SessionService {
+    /// `live_limit`: bindings kept in memory; older ones are read from the store again.
+    pub fn new(state_dir: PathBuf, live_limit: usize) -> SessionService {
         SessionService {
             state_dir,
             store: Mutex::new(None),
-            live: Mutex::new(HashMap::new()),
+            live: Mutex::new(Lru::default()),
+            live_limit: live_limit.max(1),
         }
+    }
+
+    fn make_live(&self, principal: &str, b: &Binding) {
+        let mut live = self.live.lock();
+        live.insert((principal.into(), b.thread_id.clone()), b.clone());
+        live.evict(self.live_limit, |_| true);
     }
 
     /// The store, opened on first use so process start stays cheap. A failed open is
@@ -176,9 +187,7 @@ impl SessionService {
                 updated_at_ms: unix_ms(),
             })
             .map_err(store_err)?;
-        self.live
-            .lock()
-            .insert((principal.into(), b.thread_id.clone()), b.clone());
+        self.make_live(principal, b);
         Ok(())
     }
 
@@ -314,9 +323,7 @@ impl SessionService {
             });
         }
         if !was_live {
-            self.live
-                .lock()
-                .insert((principal.into(), thread_id.into()), binding.clone());
+            self.make_live(principal, &binding);
         }
         Ok((binding, !was_live))
     }
@@ -352,7 +359,7 @@ mod tests {
         let ws = tmp.path().join("proj");
         std::fs::create_dir(&ws).unwrap();
         let ws = ws.canonicalize().unwrap();
-        let svc = SessionService::new(tmp.path().join("state"));
+        let svc = SessionService::new(tmp.path().join("state"), 8);
         (tmp, svc, ws)
     }
 
@@ -396,9 +403,30 @@ mod tests {
         // Another principal cannot use the pair.
         assert!(svc.verify("intruder", Some(tid), Some(ws_s)).is_err());
         // A fresh process (same state dir) recovers the binding from the store.
-        let svc2 = SessionService::new(t.path().join("state"));
+        let svc2 = SessionService::new(t.path().join("state"), 8);
         let (b, recovered) = svc2.verify("local", Some(tid), Some(ws_s)).unwrap();
         assert!(recovered);
         assert_eq!(b.workspace_root, ws);
+    }
+
+    #[test]
+    fn live_bindings_are_bounded_and_forgotten_ones_are_recovered() {
+        let (t, svc, ws) = setup();
+        let ws_s = ws.to_str().unwrap();
+        let first = ids::workspace_thread_id("local", &ws);
+        svc.attach_or_create("local", &ws, &first, None).unwrap();
+        for i in 0..20 {
+            let d = t.path().join(format!("w{i}"));
+            std::fs::create_dir(&d).unwrap();
+            let d = d.canonicalize().unwrap();
+            let tid = ids::workspace_thread_id("local", &d);
+            svc.attach_or_create("local", &d, &tid, None).unwrap();
+        }
+        assert_eq!(svc.live.lock().len(), 8);
+        // Forgotten here, still in the store: recovered, exactly as after a restart.
+        let (b, recovered) = svc.verify("local", Some(&first), Some(ws_s)).unwrap();
+        assert!(recovered);
+        assert_eq!(b.workspace_root, ws);
+        assert!(!svc.verify("local", Some(&first), Some(ws_s)).unwrap().1);
     }
 }

@@ -12,6 +12,7 @@ pub mod files;
 pub mod initialize;
 pub mod name;
 pub mod policy;
+pub mod state;
 
 use crate::runtime::Runtime;
 use crate::session::SessionService;
@@ -34,8 +35,9 @@ pub struct ToolContext<'a> {
     pub conversation: Option<&'a str>,
     /// Redact secrets in command output.
     pub redact: bool,
-    /// Read permits of every session in this process.
-    pub coverage: &'a crate::files::coverage::Coverage,
+    /// The in-memory state of every session (read permits, undo, receipts in flight,
+    /// conflict counts, image fingerprints), owned by the MCP layer.
+    pub states: &'a state::SessionStates,
     pub allow_paths: &'a crate::files::policy::AllowPaths,
     pub read_parallelism: usize,
     pub policy: &'a ToolPolicy,
@@ -220,12 +222,12 @@ mod fuzz {
         #[test]
         fn dispatch_never_panics(args in arb_args(), name in prop_oneof![Just("Initialize".to_string()), "[A-Za-z]{0,10}"]) {
             let tmp = tempfile::tempdir().unwrap();
-            let sessions = SessionService::new(tmp.path().join("state"));
+            let sessions = SessionService::new(tmp.path().join("state"), 8);
             let runtime = crate::runtime::tests::embedded(tmp.path());
             let policy = ToolPolicy::profile(Profile::Full);
-            let coverage = crate::files::coverage::Coverage::default();
+            let states = state::SessionStates::new(8);
             let allow = crate::files::policy::AllowPaths::default();
-            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, coverage: &coverage, allow_paths: &allow, read_parallelism: 2 };
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2 };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

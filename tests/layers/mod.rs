@@ -11,7 +11,14 @@ pub type Module = Vec<String>;
 /// The layer order, lowest first (docs/architecture.md, "Layers"). A top-level module may
 /// import modules of lower layers only: never one of its own layer, never a higher one.
 pub const LAYERS: &[&[&str]] = &[
-    &["alloc", "build_info", "deadline", "process", "fsutil"],
+    &[
+        "alloc",
+        "build_info",
+        "deadline",
+        "process",
+        "fsutil",
+        "lru",
+    ],
     &["wire", "jsonrpc", "shell"],
     &["ipc", "store"],
     &["guardian"],

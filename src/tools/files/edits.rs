@@ -7,8 +7,8 @@
 //! other, and no lock is held during verification.
 
 use super::edit_error::EditFailure;
+use super::lock_dir;
 use super::verify::{Verify, verify_after};
-use super::{coverage_key, lock_dir};
 use crate::deadline::unix_ms;
 use crate::edit::engine::{self, EditContext, FileEdit, PlanError};
 use crate::edit::lock;
@@ -17,15 +17,9 @@ use crate::tools::ToolContext;
 use crate::tools::bash::action::Action;
 use crate::tools::envelope::{Envelope, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
-use parking_lot::Mutex;
+use crate::tools::state::SessionState;
+use crate::tools::state::conflicts::CONFLICTS_BEFORE_EXHAUSTED;
 use serde_json::json;
-use std::collections::HashMap;
-use std::sync::LazyLock;
-
-/// SEARCH conflicts on one session and target before `recovery_exhausted`.
-const CONFLICTS_BEFORE_EXHAUSTED: u32 = 3;
-/// Window in which conflicts are counted (the mutation-receipt window of seed 003).
-const CONFLICT_WINDOW_MS: i64 = 30 * 60 * 1000;
 
 /// Where multi-file commits record their intent (`edit::journal`).
 fn commit_journal(ctx: &ToolContext) -> std::path::PathBuf {
@@ -43,10 +37,6 @@ fn recover(journal: &std::path::Path, locks: &std::path::Path) {
         log::info!("interrupted commit recovery: {o:?}");
     }
 }
-
-/// SEARCH conflicts per (session, path): how many, and when the last one happened.
-type ConflictCounts = HashMap<(String, String), (u32, i64)>;
-static CONFLICTS: LazyLock<Mutex<ConflictCounts>> = LazyLock::new(Default::default);
 
 /// Plan and commit `edits` for the caller under the mutation-receipt rules (`args` are the
 /// call's arguments, the receipt key); failures come back as finished results.
@@ -74,7 +64,7 @@ fn run_once(
         thread_id: binding.thread_id.clone(),
         workspace_root: binding.workspace_str(),
     };
-    let session = coverage_key(ctx.principal, &binding.thread_id);
+    let state = ctx.states.of(ctx.principal, &binding.thread_id);
     if let Some(v) = &verify {
         let act = Action::Command {
             command: v.command.clone(),
@@ -83,8 +73,7 @@ fn run_once(
         crate::tools::bash::enforce_mode(binding, &act, false)?;
     }
     let ectx = EditContext {
-        session: &session,
-        coverage: ctx.coverage,
+        coverage: &state.coverage,
         workspace: &binding.workspace_root,
         allow: ctx.allow_paths,
         mode: &binding.mode,
@@ -105,7 +94,7 @@ fn run_once(
         };
         let planned = match engine::plan(&ectx, &edits) {
             Ok(p) => p,
-            Err(e) => return Ok(failure(tool, &session, &pair, e)),
+            Err(e) => return Ok(failure(tool, &state, &pair, e)),
         };
         if let Some(p) = planned.iter().find(|p| !targets.contains(&p.path)) {
             let moved = EditFailure::LockUnavailable {
@@ -121,15 +110,13 @@ fn run_once(
         }
         planned
     };
-    super::undo::record(&session, &planned);
+    super::undo::record(&state, &planned);
     let mut text = String::new();
     let mut files = Vec::new();
     for p in &planned {
-        CONFLICTS
-            .lock()
-            .remove(&(session.clone(), p.path.to_string_lossy().into_owned()));
+        state.conflicts.lock().clear(&p.path.to_string_lossy());
         for r in &p.touched {
-            ctx.coverage.grant(&session, &p.path, &p.new_revision, *r);
+            state.coverage.grant(&p.path, &p.new_revision, *r);
         }
         let verb = if p.existed { "Edited" } else { "Created" };
         text.push_str(&format!(
@@ -155,20 +142,11 @@ fn run_once(
     })
 }
 
-fn failure(tool: &str, session: &str, pair: &SessionPair, e: PlanError) -> ToolOutput {
+fn failure(tool: &str, state: &SessionState, pair: &SessionPair, e: PlanError) -> ToolOutput {
     let f = EditFailure::from_plan(e);
     if let EditFailure::SearchConflict { path, .. } = &f {
-        let now = unix_ms();
-        let mut c = CONFLICTS.lock();
-        let entry = c
-            .entry((session.to_string(), path.clone()))
-            .or_insert((0, now));
-        if now - entry.1 > CONFLICT_WINDOW_MS {
-            *entry = (0, now);
-        }
-        entry.0 += 1;
-        entry.1 = now;
-        if entry.0 >= CONFLICTS_BEFORE_EXHAUSTED {
+        let seen = state.conflicts.lock().count(path, unix_ms());
+        if seen >= CONFLICTS_BEFORE_EXHAUSTED {
             return EditFailure::RecoveryExhausted { path: path.clone() }.into_output(tool, pair);
         }
     }

@@ -5,10 +5,10 @@
 //! limits so a decompression bomb is refused instead of exhausting memory. A delivery
 //! stays within `MAX_DELIVERED_BYTES` and a `MAX_LONG_EDGE` long edge: inputs within both
 //! go out byte for byte, others are resized and re-encoded. A bounded per-session
-//! fingerprint cache answers an unchanged repeat with a compact reference unless
+//! fingerprint cache (`tools::state::images`) answers an unchanged repeat with a compact reference unless
 //! `force: true`.
 
-use super::{absolute, coverage_key};
+use super::absolute;
 use crate::files::beneath::{self, BeneathError, FileKind, Roots};
 use crate::files::policy;
 use crate::files::read::revision_of;
@@ -19,11 +19,8 @@ use crate::tools::error::ToolError;
 use base64::Engine;
 use image::imageops::FilterType;
 use image::{DynamicImage, ImageFormat, ImageReader, Limits};
-use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
-use std::collections::{HashMap, VecDeque};
 use std::io::{Cursor, Read};
-use std::sync::LazyLock;
 
 const TOOL: &str = "ReadImage";
 const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_path", "force"];
@@ -45,9 +42,6 @@ const SHRINK_NUMERATOR: u32 = 3;
 const SHRINK_DENOMINATOR: u32 = 4;
 /// Smallest long edge tried before a delivery is given up.
 const MIN_LONG_EDGE: u32 = 16;
-/// Fingerprints remembered per session, and sessions remembered per process.
-pub const CACHE_PER_SESSION: usize = 64;
-pub const CACHE_SESSIONS: usize = 1_024;
 
 /// A supported source format, as sniffed from magic bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,63 +129,6 @@ fn describe_unsupported(head: &[u8]) -> &'static str {
         "text"
     } else {
         "unknown binary data"
-    }
-}
-
-/// Per-session fingerprints of delivered sources (sha256 → summary), oldest first.
-struct Seen {
-    last_use: u64,
-    entries: VecDeque<(String, Value)>,
-}
-
-struct Cache {
-    tick: u64,
-    sessions: HashMap<String, Seen>,
-}
-
-static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| {
-    Mutex::new(Cache {
-        tick: 0,
-        sessions: HashMap::new(),
-    })
-});
-
-impl Cache {
-    fn lookup(&mut self, session: &str, sha: &str) -> Option<Value> {
-        self.tick += 1;
-        let tick = self.tick;
-        let seen = self.sessions.get_mut(session)?;
-        seen.last_use = tick;
-        let at = seen.entries.iter().position(|(s, _)| s == sha)?;
-        let entry = seen.entries.remove(at)?;
-        let summary = entry.1.clone();
-        seen.entries.push_back(entry);
-        Some(summary)
-    }
-
-    fn record(&mut self, session: &str, sha: String, summary: Value) {
-        self.tick += 1;
-        let tick = self.tick;
-        if !self.sessions.contains_key(session) && self.sessions.len() >= CACHE_SESSIONS {
-            let oldest = self
-                .sessions
-                .iter()
-                .min_by_key(|(_, s)| s.last_use)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                self.sessions.remove(&k);
-            }
-        }
-        let seen = self.sessions.entry(session.to_string()).or_insert(Seen {
-            last_use: tick,
-            entries: VecDeque::new(),
-        });
-        seen.last_use = tick;
-        seen.entries.retain(|(s, _)| *s != sha);
-        seen.entries.push_back((sha, summary));
-        while seen.entries.len() > CACHE_PER_SESSION {
-            seen.entries.pop_front();
-        }
     }
 }
 
@@ -396,8 +333,8 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         }
     };
     let sha = revision_of(&bytes);
-    let session = coverage_key(ctx.principal, &binding.thread_id);
-    if !force && let Some(summary) = CACHE.lock().lookup(&session, &sha) {
+    let state = ctx.states.of(ctx.principal, &binding.thread_id);
+    if !force && let Some(summary) = state.images.lock().lookup(&sha) {
         let message = format!(
             "{shown} is unchanged since it was delivered earlier in this session ({sha}); \
              the image was not sent again. Pass force: true to receive the bytes again."
@@ -463,7 +400,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         "resized": resized,
         "reencoded": !fits,
     });
-    CACHE.lock().record(&session, sha.clone(), summary.clone());
+    state.images.lock().record(sha.clone(), summary.clone());
     let mut data = summary;
     data["cached"] = json!(false);
     data["sha256"] = json!(sha);
@@ -511,24 +448,6 @@ mod tests {
         assert_eq!(sniff(b"  <svg xmlns"), Err("SVG/XML text"));
         assert_eq!(sniff(b""), Err("empty file"));
         assert_eq!(sniff(&[0xFF, 0xFE, 0x00, 0xC3]), Err("unknown binary data"));
-    }
-
-    #[test]
-    fn cache_is_bounded_per_session_and_refreshes_on_hit() {
-        let mut c = Cache {
-            tick: 0,
-            sessions: HashMap::new(),
-        };
-        for i in 0..CACHE_PER_SESSION + 1 {
-            c.record("s", format!("h{i}"), json!({}));
-        }
-        assert!(c.lookup("s", "h0").is_none());
-        assert!(c.lookup("s", "h1").is_some());
-        assert!(c.lookup("other", "h1").is_none());
-        // h1 was refreshed, so the next insertion evicts h2 instead.
-        c.record("s", "new".into(), json!({}));
-        assert!(c.lookup("s", "h1").is_some());
-        assert!(c.lookup("s", "h2").is_none());
     }
 
     #[test]

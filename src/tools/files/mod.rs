@@ -23,11 +23,6 @@ pub fn absolute(workspace: &Path, p: &str) -> PathBuf {
     }
 }
 
-/// The per-session key of read coverage (principal-scoped thread id).
-pub fn coverage_key(principal: &str, thread_id: &str) -> String {
-    format!("{principal}\u{0}{thread_id}")
-}
-
 /// Where the per-target edit locks live (`edit::lock`), shared by every adapter on the
 /// state directory.
 pub fn lock_dir(ctx: &crate::tools::ToolContext) -> std::path::PathBuf {

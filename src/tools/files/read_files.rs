@@ -1,7 +1,7 @@
 //! `ReadFiles`: line-numbered reads with revisions and continuation lines; every read is
 //! recorded as the permit for later edits of those lines.
 
-use super::{absolute, coverage_key};
+use super::absolute;
 use crate::files::beneath::Roots;
 use crate::files::policy;
 use crate::files::ranges::{PathSpec, parse_spec};
@@ -24,7 +24,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             detail: format!("file_paths needs 1..={MAX_PATHS} paths (optionally with :A-B ranges)"),
         });
     }
-    let session = coverage_key(ctx.principal, &binding.thread_id);
+    let state = ctx.states.of(ctx.principal, &binding.thread_id);
     // Parse and authorise every path first; refused ones become per-file failures.
     let mut specs: Vec<Result<PathSpec, (String, String, &'static str)>> = Vec::new();
     for raw in &paths {
@@ -76,11 +76,9 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             Ok(r) => {
                 let path = r.canonical.to_string_lossy().into_owned();
                 if r.visible.0 > 0 {
-                    ctx.coverage
-                        .grant(&session, &r.canonical, &r.revision, r.visible);
+                    state.coverage.grant(&r.canonical, &r.revision, r.visible);
                 } else {
-                    ctx.coverage
-                        .grant(&session, &r.canonical, &r.revision, (1, 0));
+                    state.coverage.grant(&r.canonical, &r.revision, (1, 0));
                 }
                 let shown = if r.visible.0 == 0 {
                     "empty file".to_string()

@@ -2,7 +2,7 @@
 //! principal, session, tool and arguments) within 30 minutes is replayed without writing or
 //! verifying again while the targets are unchanged; if a target changed since, the retry
 //! is refused with `mutation_postcondition_changed` instead of overwriting newer work.
-//! Identical calls in flight at the same time are single-flight.
+//! Identical calls in flight at the same time are single-flight (`tools::state::flights`).
 
 use crate::deadline::unix_ms;
 use crate::edit::engine::revision;
@@ -11,45 +11,11 @@ use crate::store::receipts::Receipt;
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
 use crate::tools::error::ToolError;
-use parking_lot::{Condvar, Mutex};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use std::collections::HashSet;
-use std::sync::LazyLock;
-use std::time::Duration;
 
 /// How long a receipt answers identical retries (seed 003).
 pub const RECEIPT_WINDOW_MS: i64 = 30 * 60 * 1000;
-/// Longest an identical call waits for the one in flight (an edit plus its check).
-const FLIGHT_WAIT: Duration = Duration::from_secs(90);
-
-static IN_FLIGHT: LazyLock<(Mutex<HashSet<String>>, Condvar)> = LazyLock::new(Default::default);
-
-/// Holds a call's key in flight; identical calls wait for it to drop.
-struct Flight(String);
-
-impl Flight {
-    fn enter(key: &str) -> Flight {
-        let (set, cv) = &*IN_FLIGHT;
-        let mut guard = set.lock();
-        while guard.contains(key) {
-            if cv.wait_for(&mut guard, FLIGHT_WAIT).timed_out() {
-                break;
-            }
-        }
-        guard.insert(key.to_string());
-        Flight(key.to_string())
-    }
-}
-
-impl Drop for Flight {
-    fn drop(&mut self) {
-        let (set, cv) = &*IN_FLIGHT;
-        set.lock().remove(&self.0);
-        cv.notify_all();
-    }
-}
-
 fn call_key(principal: &str, thread_id: &str, tool: &str, args: &Map<String, Value>) -> String {
     let mut h = Sha256::new();
     for part in [principal, thread_id, tool] {
@@ -76,7 +42,9 @@ pub fn guarded(
     body: impl FnOnce() -> Result<ToolOutput, ToolError>,
 ) -> Result<ToolOutput, ToolError> {
     let key = call_key(ctx.principal, &binding.thread_id, tool, args);
-    let _flight = Flight::enter(&key);
+    // The session's state stays held (never evicted) while the call is in flight.
+    let state = ctx.states.of(ctx.principal, &binding.thread_id);
+    let _flight = state.flights.enter(&key);
     let store = ctx.sessions.store()?;
     let now = unix_ms();
     if let Some(r) = store

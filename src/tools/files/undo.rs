@@ -1,35 +1,18 @@
 //! `UndoEdit` and its checkpoints: the pre-edit bytes of each committed edit, kept per
-//! session in memory (bounded), restored only if the files are still exactly as the edit
-//! left them.
+//! session in memory (`tools::state::undo`, bounded), restored only if the files are
+//! still exactly as the edit left them.
 
 use crate::edit::atomic;
 use crate::edit::engine::{MAX_EDIT_FILE_BYTES, Planned, revision};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::ToolError;
-use parking_lot::Mutex;
+use crate::tools::state::undo::FileState;
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::LazyLock;
 
-/// Checkpoints kept per session: enough to walk back a burst of edits.
-const MAX_CHECKPOINTS: usize = 16;
-/// Bytes of pre-edit content kept per session; older checkpoints are dropped beyond it.
-const MAX_CHECKPOINT_BYTES: usize = 64 * 1024 * 1024;
-
-struct FileState {
-    path: PathBuf,
-    /// `None`: the edit created the file.
-    before: Option<Vec<u8>>,
-    after_revision: String,
-}
-
-type Checkpoints = HashMap<String, Vec<Vec<FileState>>>;
-static CHECKPOINTS: LazyLock<Mutex<Checkpoints>> = LazyLock::new(Default::default);
-
-/// Remember what a committed edit replaced.
-pub fn record(session: &str, planned: &[Planned]) {
+/// Remember what a committed edit replaced, in `state`'s checkpoints (bounded there).
+pub fn record(state: &crate::tools::state::SessionState, planned: &[Planned]) {
     let cp: Vec<FileState> = planned
         .iter()
         .map(|p| FileState {
@@ -38,33 +21,23 @@ pub fn record(session: &str, planned: &[Planned]) {
             after_revision: p.new_revision.clone(),
         })
         .collect();
-    let mut all = CHECKPOINTS.lock();
-    let stack = all.entry(session.to_string()).or_default();
-    stack.push(cp);
-    let size = |s: &Vec<Vec<FileState>>| -> usize {
-        s.iter()
-            .flatten()
-            .map(|f| f.before.as_ref().map_or(0, Vec::len))
-            .sum()
-    };
-    while stack.len() > MAX_CHECKPOINTS || (stack.len() > 1 && size(stack) > MAX_CHECKPOINT_BYTES) {
-        stack.remove(0);
-    }
+    state.undo.lock().push(cp);
 }
 
 const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_path"];
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let (a, binding) = crate::tools::session_args(ctx, map, FIELDS)?;
-    let session = super::coverage_key(ctx.principal, &binding.thread_id);
+    let state = ctx.states.of(ctx.principal, &binding.thread_id);
     let wanted = a
         .opt_str("file_path")?
         .map(|p| crate::files::policy::canonical(&super::absolute(&binding.workspace_root, p)))
         .transpose()
         .map_err(|detail| ToolError::InvalidInput { detail })?;
-    let mut all = CHECKPOINTS.lock();
-    let stack = all.entry(session).or_default();
-    let idx = stack.iter().rposition(|cp| {
+    // Held until the checkpoint is taken off: this session's other undos and edit records
+    // wait for it, no other session does.
+    let mut stack = state.undo.lock();
+    let idx = stack.newest(|cp| {
         wanted
             .as_ref()
             .is_none_or(|w| cp.iter().any(|f| &f.path == w))
@@ -76,13 +49,16 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     };
     // Under the files' edit locks (after the checkpoint mutex: edits record checkpoints
     // only once their locks are released), so no commit lands between check and write.
-    let paths: Vec<PathBuf> = stack[idx].iter().map(|f| f.path.clone()).collect();
+    let Some(cp) = stack.get(idx) else {
+        return Ok(refusal("no edit of this session to undo"));
+    };
+    let paths: Vec<PathBuf> = cp.iter().map(|f| f.path.clone()).collect();
     let _held = match crate::edit::lock::lock_all(&super::lock_dir(ctx), &paths) {
         Ok(h) => h,
         Err(e) => return Ok(refusal(&format!("undo refused: {}", e.detail))),
     };
     // Refuse if any file changed since the edit: never overwrite newer work.
-    for f in &stack[idx] {
+    for f in cp {
         // Exactly the committed path: no symlink followed, never a FIFO or device.
         let now = crate::files::beneath::read_canonical(&f.path, MAX_EDIT_FILE_BYTES + 1)
             .ok()
@@ -94,8 +70,10 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             )));
         }
     }
-    let cp = stack.remove(idx);
-    drop(all);
+    let Some(cp) = stack.remove(idx) else {
+        return Ok(refusal("no edit of this session to undo"));
+    };
+    drop(stack);
     let mut restored = Vec::new();
     for f in &cp {
         let result = crate::files::beneath::entry_canonical(&f.path)
