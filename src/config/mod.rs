@@ -65,7 +65,6 @@ pub struct Diagnostics {
     pub socket_candidates: Vec<PathBuf>,
     /// `workspace`, `extended` or `unconfined` (from `WINX_ALLOW_PATHS`).
     pub file_containment: &'static str,
-    pub usage_log_configured: bool,
     pub http_credentials_configured: bool,
 }
 
@@ -87,7 +86,6 @@ fn diagnostics(env: vars::Env) -> Diagnostics {
     Diagnostics {
         socket_candidates,
         file_containment,
-        usage_log_configured: env("WINX_USAGE_LOG").is_some_and(|v| !v.is_empty()),
         http_credentials_configured: vars::text(&vars::HTTP_TOKEN, env).is_some(),
     }
 }

@@ -109,10 +109,6 @@ impl Session {
         self.clocks.last_activity_ms = unix_ms();
     }
 
-    pub fn fg_running(&self) -> bool {
-        self.fg.as_ref().is_some_and(|e| !e.finished())
-    }
-
     pub fn running_bg(&self) -> usize {
         self.bg.values().filter(|b| !b.exec.finished()).count()
     }

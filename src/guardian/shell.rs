@@ -30,7 +30,7 @@ pub struct ShellSpec {
 
 /// Environment variables never passed to the shell: server secrets and settings.
 pub fn is_server_only(name: &str) -> bool {
-    name.starts_with("WINX_") && name != "WINX_WORKSPACE_ROOT" && name != "WINX_TEMP_DIR"
+    name.starts_with("WINX_") && name != "WINX_WORKSPACE_ROOT"
 }
 
 /// Resolve a shell name (`bash`, `zsh`, or a path) against PATH.

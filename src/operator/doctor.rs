@@ -94,7 +94,6 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
         "shell": config.runtime.shell.0,
         "file_tools_containment": d.file_containment,
         "redaction": config.redact,
-        "usage_log_configured": d.usage_log_configured,
         "http_credentials_configured": d.http_credentials_configured,
         "state_dir": config.state_dir,
         // Multi-file commits a crash cut short; the next edit or first_call finishes them.
