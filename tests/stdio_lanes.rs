@@ -60,7 +60,7 @@ fn long_waits_never_delay_ping_or_a_status_check() {
     }
     let ping = a.fresh_id();
     a.send(&json!({"jsonrpc": "2.0", "id": ping, "method": "ping"}));
-    let (got, _) = answer_to(&a, ping, Duration::from_secs(3));
+    let (got, mut seen) = answer_to(&a, ping, Duration::from_secs(3));
     assert!(got.is_some(), "ping waited behind long commands");
     let status = a.fresh_id();
     let (s, _) = &gates[0];
@@ -70,19 +70,36 @@ fn long_waits_never_delay_ping_or_a_status_check() {
         &json!({"jsonrpc": "2.0", "id": status, "method": "tools/call",
         "params": {"name": "BashCommand", "arguments": args}}),
     );
-    let (got, _) = answer_to(&a, status, Duration::from_secs(5));
+    let (got, more) = answer_to(&a, status, Duration::from_secs(5));
+    seen.extend(more);
     let got = got.expect("a status check waited behind long commands");
     assert_eq!(
         got["result"]["structuredContent"]["status"], "running",
         "{got}"
     );
+    // Neither held command is answered before its gate opens.
+    assert!(
+        seen.is_empty(),
+        "answered before the gates opened: {seen:?}"
+    );
     for (i, (_, gate)) in gates.iter().enumerate() {
         gate.open(&format!("w{i}"));
     }
+    // The two may finish in either order: collect every answer until both are in.
+    let mut answers = Vec::new();
+    for &id in &held {
+        if answers.iter().any(|m: &Value| m["id"] == json!(id)) {
+            continue;
+        }
+        let (got, others) = answer_to(&a, id, Duration::from_secs(20));
+        answers.extend(others);
+        answers.push(got.unwrap_or_else(|| panic!("held command {id} unanswered")));
+    }
     for id in held {
-        let (got, _) = answer_to(&a, id, Duration::from_secs(20));
-        let got = got.expect("the held command answered");
+        let got = answers.iter().find(|m| m["id"] == json!(id)).unwrap();
         assert_eq!(got["result"]["isError"], false, "{got}");
+        let text = got["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("got-w"), "{got}");
     }
 }
 

@@ -296,6 +296,9 @@ impl Session {
         if let Some(prev) = self.fg.take() {
             self.retire_journal(prev.log.journal_path());
         }
+        // A marker still awaiting confirmation belongs to an earlier prompt (an extra one
+        // printed after the shell got ready): it must never finish the command written now.
+        self.pending.clear();
         let mut line = command.as_bytes().to_vec();
         line.push(b'\n');
         pty::write_all(self.shell.master.as_raw_fd(), &line).map_err(|e| GuardianError::Io {
