@@ -297,3 +297,39 @@ fn a_killed_winxd_is_brought_back_by_the_next_call() {
     assert_eq!(d["daemon"]["running"], true, "{d}");
     assert_eq!(d["guardians"]["count"], 1, "{d}");
 }
+
+/// Issue item 8: winxd of another build is replaced (only winxd: the shell survives), and
+/// the guardian of the other build is flagged by `list` and `doctor` and keeps serving.
+#[test]
+fn a_winxd_of_another_build_is_replaced_and_older_guardians_are_flagged() {
+    use support::wait::{Deadline, eventually};
+    let old = "0.0.0-drill (rev 000000000000)";
+    let mut a = Agent::spawn_env(&[("WINX_BUILD_IDENTITY_OVERRIDE", old)]);
+    let s = a.first_call();
+    let pid = s["data"]["shell"]["pid"].clone();
+    let old_daemons = winxd_pids(&a);
+    assert_eq!(old_daemons.len(), 1, "{old_daemons:?}");
+    a.kill9();
+    // The upgraded adapter: same runtime directory, its own (real) build.
+    let mut b = restart_adapter(&a, "daemon");
+    let again = b.first_call();
+    assert_eq!(again["data"]["shell"]["pid"], pid, "{again}");
+    let now = eventually(
+        Deadline::hard("winxd replaced"),
+        "winxd of the other build is replaced",
+        || winxd_pids(&a),
+        |p| p.len() == 1 && p[0] != old_daemons[0],
+    );
+    assert_eq!(now.len(), 1);
+    let d = b.op_json(&["doctor"]);
+    assert_eq!(d["daemon"]["mixed_build"], false, "{d}");
+    assert_eq!(d["guardians"]["count"], 1, "{d}");
+    assert_eq!(d["guardians"]["mixed_builds"], true, "{d}");
+    assert_eq!(d["guardians"]["builds"], json!([old]), "{d}");
+    let list = b.op_json(&["list"]);
+    assert_eq!(list[0]["build"], old, "{list}");
+    assert_eq!(list[0]["build_mismatch"], true, "{list}");
+    // The old guardian keeps serving the same shell.
+    let r = b.bash(&again, json!({"command": "echo $$"}));
+    assert!(text(&r).starts_with(&format!("{pid}\n")), "{}", text(&r));
+}
