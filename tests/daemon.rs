@@ -257,3 +257,79 @@ fn a_reader_that_stops_reading_never_stalls_a_guardian() {
     );
     drop(stalled);
 }
+
+/// Issue item 7: a winxd killed while its guardians still answer is brought back by the
+/// next adapter call, off that call's path.
+#[test]
+fn a_killed_winxd_is_brought_back_by_the_next_call() {
+    use support::wait::{Deadline, eventually};
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    let pid = s["data"]["shell"]["pid"].clone();
+    let daemons = winxd_pids(&a);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    unsafe { nix::libc::kill(daemons[0], nix::libc::SIGKILL) };
+    eventually(
+        Deadline::hard("winxd gone"),
+        "the killed winxd is gone",
+        || winxd_pids(&a),
+        |p| p.is_empty(),
+    );
+    // A new adapter reaches the session straight through its guardian socket...
+    a.kill9();
+    let mut b = restart_adapter(&a, "daemon");
+    let started = std::time::Instant::now();
+    let again = b.first_call();
+    let took = started.elapsed();
+    assert_eq!(again["data"]["shell"]["pid"], pid, "{again}");
+    // ...without waiting for winxd's start (a respawn on the call's path would add the
+    // daemon's start to it; the attach itself is a snapshot from guardian memory).
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    // ...and winxd is alive again without anyone creating a session.
+    let after = eventually(
+        Deadline::hard("winxd respawned"),
+        "a new winxd runs",
+        || winxd_pids(&a),
+        |p| p.len() == 1,
+    );
+    assert_ne!(after[0], daemons[0]);
+    let d = b.op_json(&["doctor"]);
+    assert_eq!(d["daemon"]["running"], true, "{d}");
+    assert_eq!(d["guardians"]["count"], 1, "{d}");
+}
+
+/// Issue item 8: winxd of another build is replaced (only winxd: the shell survives), and
+/// the guardian of the other build is flagged by `list` and `doctor` and keeps serving.
+#[test]
+fn a_winxd_of_another_build_is_replaced_and_older_guardians_are_flagged() {
+    use support::wait::{Deadline, eventually};
+    let old = "0.0.0-drill (rev 000000000000)";
+    let mut a = Agent::spawn_env(&[("WINX_BUILD_IDENTITY_OVERRIDE", old)]);
+    let s = a.first_call();
+    let pid = s["data"]["shell"]["pid"].clone();
+    let old_daemons = winxd_pids(&a);
+    assert_eq!(old_daemons.len(), 1, "{old_daemons:?}");
+    a.kill9();
+    // The upgraded adapter: same runtime directory, its own (real) build.
+    let mut b = restart_adapter(&a, "daemon");
+    let again = b.first_call();
+    assert_eq!(again["data"]["shell"]["pid"], pid, "{again}");
+    let now = eventually(
+        Deadline::hard("winxd replaced"),
+        "winxd of the other build is replaced",
+        || winxd_pids(&a),
+        |p| p.len() == 1 && p[0] != old_daemons[0],
+    );
+    assert_eq!(now.len(), 1);
+    let d = b.op_json(&["doctor"]);
+    assert_eq!(d["daemon"]["mixed_build"], false, "{d}");
+    assert_eq!(d["guardians"]["count"], 1, "{d}");
+    assert_eq!(d["guardians"]["mixed_builds"], true, "{d}");
+    assert_eq!(d["guardians"]["builds"], json!([old]), "{d}");
+    let list = b.op_json(&["list"]);
+    assert_eq!(list[0]["build"], old, "{list}");
+    assert_eq!(list[0]["build_mismatch"], true, "{list}");
+    // The old guardian keeps serving the same shell.
+    let r = b.bash(&again, json!({"command": "echo $$"}));
+    assert!(text(&r).starts_with(&format!("{pid}\n")), "{}", text(&r));
+}

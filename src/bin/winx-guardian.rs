@@ -14,6 +14,7 @@ const USAGE: &str = "usage: winx-guardian --socket PATH --session-dir DIR --work
 
 fn main() -> ExitCode {
     winx::alloc::single_arena();
+    winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
     let mut socket = None;
     let mut session_dir = None;
     let mut workspace = None;

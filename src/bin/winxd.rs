@@ -14,6 +14,7 @@ const USAGE: &str = "usage: winxd [--socket PATH] [--ready-fd N] | --version";
 
 fn main() -> ExitCode {
     winx::alloc::single_arena();
+    winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
     let mut socket: Option<PathBuf> = None;
     let mut ready_fd: Option<i32> = None;
     let mut parser = lexopt::Parser::from_env();

@@ -25,6 +25,16 @@ pub fn process_env() -> Vec<(String, String)> {
     std::env::vars().collect()
 }
 
+/// `WINX_BUILD_IDENTITY_OVERRIDE`: the build identity this process reports (in every
+/// `Hello`, winxd's `Status`, guardian snapshots, `--version`). Each binary's `main` applies
+/// it first, so a drill makes a whole process tree look like another build; unset (the
+/// production case), the compiled identity stands.
+pub fn apply_build_identity(env: vars::Env) {
+    if let Some(v) = vars::text(&vars::BUILD_IDENTITY_OVERRIDE, env) {
+        crate::build_info::set_identity_override(v.trim().to_string());
+    }
+}
+
 /// A lookup over collected variables, as every builder here takes the environment.
 pub fn lookup(vars: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
     |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())

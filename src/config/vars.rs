@@ -218,6 +218,13 @@ pub const CLOCK_SKEW_SECS: Var = Var {
     },
     help: "winxd: added to the clock for TTL decisions only (tests)",
 };
+pub const BUILD_IDENTITY_OVERRIDE: Var = Var {
+    name: "WINX_BUILD_IDENTITY_OVERRIDE",
+    kind: Kind::Text {
+        default: "the compiled identity",
+    },
+    help: "every winx process reports this build identity instead of its own (upgrade drills, tests)",
+};
 
 /// Every variable, in the order `--help` and the README list them.
 pub const ALL: &[Var] = &[
@@ -243,6 +250,7 @@ pub const ALL: &[Var] = &[
     TTL_SWEEP_SECS,
     MAX_GUARDIANS,
     CLOCK_SKEW_SECS,
+    BUILD_IDENTITY_OVERRIDE,
 ];
 
 impl Var {

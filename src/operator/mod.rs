@@ -82,6 +82,9 @@ pub fn session_json(s: &SessionInfo) -> Value {
         "last_activity_unix_ms": snap.last_activity_ms,
         "last_command_unix_ms": snap.last_command_ms,
         "build": snap.build,
+        // A guardian of another build (started before an upgrade) keeps serving its shell;
+        // it is replaced only when its session ends.
+        "build_mismatch": snap.build != crate::build_info::identity(),
         "key": s.key,
     })
 }
@@ -106,6 +109,14 @@ fn list(config: &Config, table: bool) -> Result<(), OpError> {
             snap.running.is_some() || !snap.background.is_empty(),
             snap.ever_ran_command,
             snap.labels.workspace
+        );
+    }
+    let ours = crate::build_info::identity();
+    let older = all.iter().filter(|s| s.snapshot.build != ours).count();
+    if older > 0 {
+        eprintln!(
+            "note: {older} guardians run another build than {ours} (see `list` JSON's \
+             build_mismatch); they keep serving until their sessions end"
         );
     }
     Ok(())

@@ -26,7 +26,8 @@ pub fn sibling(name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
-fn connect(socket: &Path) -> std::io::Result<UnixStream> {
+/// A connection to winxd past the hellos, and the build winxd said it is.
+fn connect(socket: &Path) -> std::io::Result<(UnixStream, String)> {
     let mut s = UnixStream::connect(socket)?;
     s.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     s.set_write_timeout(Some(REQUEST_TIMEOUT))?;
@@ -38,7 +39,7 @@ fn connect(socket: &Path) -> std::io::Result<UnixStream> {
             hello.build, hello.protocol
         )));
     }
-    Ok(s)
+    Ok((s, hello.build))
 }
 
 /// Start winxd detached from this process's session and wait for its verdict.
@@ -86,7 +87,7 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
 
 /// One request to a winxd that is already running; never starts one (`doctor` observes).
 pub fn request_running(socket: &Path, req: &Request) -> Result<Response, String> {
-    let s = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
+    let (s, _) = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
     exchange(s, req)
 }
 
@@ -104,11 +105,75 @@ fn exchange(mut s: UnixStream, req: &Request) -> Result<Response, String> {
 /// One request to winxd, starting it first when nothing answers on its socket.
 pub fn request(socket: &Path, env: &[(String, String)], req: &Request) -> Result<Response, String> {
     let s = match connect(socket) {
-        Ok(s) => s,
+        Ok((s, _)) => s,
         Err(_) => {
             start(socket, env)?;
-            connect(socket).map_err(|e| format!("connect to winxd: {e}"))?
+            connect(socket)
+                .map_err(|e| format!("connect to winxd: {e}"))?
+                .0
         }
     };
     exchange(s, req)
+}
+
+/// What [`current`] found on winxd's socket.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// A winxd of our build answered.
+    Ours,
+    /// Nothing answered; we started winxd (or a concurrent starter did).
+    Started,
+    /// A winxd of build `was` answered; it was replaced by ours (seed 003's planned
+    /// restart: only winxd ends; guardians and their shells keep running).
+    Replaced { was: String },
+}
+
+/// A connection to a winxd of our build, starting one when nothing answers and replacing
+/// one of another build: it is asked to shut down (it unlinks its socket and drops its lock
+/// before answering, so our start does not wait on it), then ours is started. Concurrent
+/// starters converge on winxd's lock.
+pub fn current(socket: &Path, env: &[(String, String)]) -> Result<(UnixStream, Found), String> {
+    let ours = crate::build_info::identity();
+    let found = match connect(socket) {
+        Ok((s, build)) if build == ours => return Ok((s, Found::Ours)),
+        Ok((s, build)) => {
+            match exchange(s, &Request::Shutdown)? {
+                Response::Done => {}
+                other => return Err(format!("winxd {build} answered Shutdown with {other:?}")),
+            }
+            Found::Replaced { was: build }
+        }
+        Err(_) => Found::Started,
+    };
+    start(socket, env)?;
+    let (s, build) = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
+    if build != ours {
+        // Another build's adapter replaced it first; flapping is bounded by each
+        // adapter's check interval (see `runtime::DAEMON_CHECK_EVERY`).
+        log::warn!("winxd {build} answers after our start of {ours}");
+    }
+    Ok((s, found))
+}
+
+/// One request to a winxd of our build (see [`current`]): the adapter's way to winxd.
+pub fn request_current(
+    socket: &Path,
+    env: &[(String, String)],
+    req: &Request,
+) -> Result<Response, String> {
+    let (s, found) = current(socket, env)?;
+    report(&found);
+    exchange(s, req)
+}
+
+/// Log what [`current`] had to do.
+pub fn report(found: &Found) {
+    match found {
+        Found::Ours => {}
+        Found::Started => log::warn!("winxd was not running; started it"),
+        Found::Replaced { was } => log::warn!(
+            "winxd of build {was} replaced by ours ({}); its guardians keep running",
+            crate::build_info::identity()
+        ),
+    }
 }

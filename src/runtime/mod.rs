@@ -5,6 +5,7 @@
 pub mod daemon;
 mod starting;
 
+use crate::deadline::Deadline;
 use crate::guardian::{self, Dialect, ShellSpec};
 pub use crate::ipc::{ClientError, GuardianClient};
 use crate::wire::guardian::{Labels, Request, Response, Snapshot};
@@ -12,6 +13,8 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How long a snapshot may take: it is answered straight from guardian memory.
@@ -19,6 +22,14 @@ const SNAPSHOT_WAIT: Duration = Duration::from_secs(2);
 /// How long an exiting adapter waits for one embedded guardian to end: the guardian's
 /// own SIGTERM grace (2 s) plus slack.
 const SHUTDOWN_LINGER: Duration = Duration::from_secs(3);
+/// How often one adapter process checks that winxd of its build answers (daemon runtime).
+/// A check is a connect and two hellos, run on a background thread, so no call waits on
+/// it; but each one costs winxd a connection thread, and a busy adapter makes hundreds of
+/// calls a second. Every 2 s bounds that to a few per minute per adapter, and bounds how
+/// long TTL sweeps and quota reclaim stay stopped after winxd dies while an adapter is in
+/// use; it also bounds how often two adapters of different builds replace each other's
+/// winxd during a rolling upgrade.
+pub const DAEMON_CHECK_EVERY: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuntimeKind {
@@ -57,6 +68,9 @@ pub struct Runtime {
     guardians: Mutex<HashMap<String, GuardianClient>>,
     /// One start at a time per session key (`starting`).
     starting: starting::StartLocks,
+    /// When the next winxd check may run, and whether one is running.
+    next_check: Mutex<Option<Deadline>>,
+    checking: Arc<AtomicBool>,
 }
 
 /// File-system-safe key of a logical session (principal-scoped thread id).
@@ -77,6 +91,43 @@ impl Runtime {
             cfg,
             guardians: Mutex::new(HashMap::new()),
             starting: Default::default(),
+            next_check: Mutex::new(None),
+            checking: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Daemon runtime: make sure winxd of our build runs, at most once per
+    /// `DAEMON_CHECK_EVERY`, on a one-shot background thread (the caller never waits on the
+    /// check, a start of winxd, or a replacement). Guardians answer without winxd, so
+    /// nothing else would notice it is gone and bring back TTL sweeps and quota reclaim.
+    pub fn watch_daemon(&self) {
+        if self.cfg.kind != RuntimeKind::Daemon {
+            return;
+        }
+        {
+            let mut next = self.next_check.lock();
+            if next.as_ref().is_some_and(|d| !d.expired()) {
+                return;
+            }
+            *next = Some(Deadline::after("winxd check", DAEMON_CHECK_EVERY));
+        }
+        if self.checking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (socket, env) = (self.cfg.daemon_socket.clone(), self.cfg.base_env.clone());
+        let checking = self.checking.clone();
+        let spawned = std::thread::Builder::new()
+            .name("winxd-check".into())
+            .spawn(move || {
+                match daemon::current(&socket, &env) {
+                    Ok((_, found)) => daemon::report(&found),
+                    Err(e) => log::warn!("winxd check: {e}"),
+                }
+                checking.store(false, Ordering::Release);
+            });
+        if let Err(e) = spawned {
+            log::warn!("cannot start the winxd check: {e}");
+            self.checking.store(false, Ordering::Release);
         }
     }
 
@@ -101,6 +152,7 @@ impl Runtime {
 
     /// The guardian of `key` if one is live, with its snapshot.
     pub fn attach(&self, key: &str) -> Option<Ensured> {
+        self.watch_daemon();
         let known = self.guardians.lock().get(key).cloned();
         // A daemon guardian may have been started by an earlier adapter: its socket is
         // where the key says.
@@ -192,7 +244,7 @@ impl Runtime {
             env: self.cfg.base_env.clone(),
             labels: spec.labels.clone(),
         };
-        match daemon::request(&self.cfg.daemon_socket, &self.cfg.base_env, &req)? {
+        match daemon::request_current(&self.cfg.daemon_socket, &self.cfg.base_env, &req)? {
             R::Ensured { socket, .. } => Ok(PathBuf::from(socket)),
             R::Error { message } => Err(message),
             other => Err(format!("unexpected winxd answer {other:?}")),

@@ -116,6 +116,8 @@ pub fn starts_process(tool: ToolName, args: &Map<String, Value>) -> Option<&'sta
 
 /// Resolve the name, enforce policy, run the tool. Never panics on bad input.
 pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> ToolOutput {
+    // Any call in the daemon runtime keeps winxd alive (rate-limited, off this path).
+    ctx.runtime.watch_daemon();
     let tool = match ToolName::parse(name) {
         Some(t) if t.implemented() => t,
         _ => {
