@@ -238,6 +238,7 @@ fn over_http_another_principals_thread_is_answered_like_an_unknown_one() {
             .conn()
             .mcp(&alice, &modern_headers("resources/read", name), &read);
         assert_eq!(r.status, 400, "{name:?}: {}", r.text());
+        assert_eq!(r.json()["error"]["code"], -32020, "{name:?}");
     }
     let r = s.conn().mcp(
         &alice,
