@@ -19,7 +19,9 @@ pub enum Lane {
 pub fn classify(req: &Request) -> Lane {
     match req.method.as_str() {
         "tools/call" => tool_lane(&req.params),
-        "tasks/result" => Lane::Work,
+        // `tasks/result` may wait for a task; the handoff prompt runs `git ls-files` and
+        // asks a running guardian for its snapshot.
+        "tasks/result" | "prompts/get" => Lane::Work,
         _ => Lane::Control,
     }
 }
@@ -63,6 +65,8 @@ mod tests {
         assert_eq!(classify(&req("ping", json!({}))), Lane::Control);
         assert_eq!(classify(&req("tasks/get", json!({}))), Lane::Control);
         assert_eq!(classify(&req("tasks/result", json!({}))), Lane::Work);
+        assert_eq!(classify(&req("prompts/get", json!({}))), Lane::Work);
+        assert_eq!(classify(&req("resources/read", json!({}))), Lane::Control);
         let bash = |action: Value| {
             req(
                 "tools/call",

@@ -3,7 +3,9 @@
 
 mod context;
 pub mod lane;
+mod prompts;
 pub mod protocol;
+mod resources;
 pub mod server;
 mod task_runner;
 pub mod tasks;

@@ -3,6 +3,7 @@
 use super::context::{CallContext, Shared};
 use super::protocol::{self, META_SERVER_INFO};
 use super::tasks::{self, Augment};
+use super::{prompts, resources};
 use crate::build_info;
 use crate::config::Config;
 use crate::jsonrpc::{ErrorCode, Notification, Request, Response, RpcError};
@@ -17,9 +18,19 @@ use std::sync::Arc;
 
 pub const SERVER_NAME: &str = "winx-code-agent";
 
-/// How long a client may cache `tools/list` and `server/discover`: the catalog is fixed
-/// for the life of the process, and a restart starts a new connection anyway.
+/// How long a client may cache `server/discover` and the lists (tools, prompts,
+/// resources): each is fixed for the life of the process, and a restart starts a new
+/// connection anyway.
 pub const LIST_TTL_MS: u64 = 3_600_000;
+
+/// A list result for `dialect`: stateless requests also get `ttlMs` and `cacheScope`.
+fn list_result(mut list: Value, dialect: Dialect) -> Value {
+    if let (Dialect::Modern, Value::Object(obj)) = (dialect, &mut list) {
+        obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
+        obj.insert("cacheScope".into(), json!("private"));
+    }
+    list
+}
 
 /// The orchestration contract sent with the handshake (seed 003).
 const INSTRUCTIONS: &str = "winx gives you a durable shell and file tools. Call Initialize once \
@@ -103,6 +114,10 @@ impl Server {
             "ping" => json!({}),
             "tools/list" => self.tools_list(ctx, dialect),
             "tools/call" => self.tools_call(ctx, dialect, req.params)?,
+            "prompts/list" => list_result(prompts::list(), dialect),
+            "prompts/get" => prompts::get(&self.shared, ctx, &req.params)?,
+            "resources/list" => list_result(resources::list(), dialect),
+            "resources/read" => resources::read(&req.params)?,
             m if m.starts_with("tasks/") => {
                 tasks::method(&self.shared, &self.tasks, ctx, dialect, m, &req.params)?
             }
@@ -126,10 +141,14 @@ impl Server {
         match dialect {
             Dialect::Handshake => json!({
                 "tools": {"listChanged": false},
+                "prompts": {"listChanged": false},
+                "resources": {"listChanged": false},
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
             }),
             Dialect::Modern => json!({
                 "tools": {"listChanged": false},
+                "prompts": {"listChanged": false},
+                "resources": {"listChanged": false},
                 "extensions": {wire::EXTENSION: {}},
             }),
         }
@@ -165,12 +184,7 @@ impl Server {
             .entry(key)
             .or_insert_with(|| Value::Array(ctx.policy.served().map(catalog::definition).collect()))
             .clone();
-        match dialect {
-            Dialect::Modern => {
-                json!({"tools": tools, "ttlMs": LIST_TTL_MS, "cacheScope": "private"})
-            }
-            Dialect::Handshake => json!({"tools": tools}),
-        }
+        list_result(json!({"tools": tools}), dialect)
     }
 
     fn tools_call(

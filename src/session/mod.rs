@@ -160,6 +160,16 @@ impl SessionService {
         )
     }
 
+    /// The binding of `principal`'s `thread_id`, if one exists; read-only (nothing is
+    /// attached, persisted or made live). Another principal's ID is simply absent.
+    pub fn lookup(
+        &self,
+        principal: &str,
+        thread_id: &str,
+    ) -> Result<Option<Binding>, SessionError> {
+        self.load(principal, thread_id)
+    }
+
     fn load(&self, principal: &str, thread_id: &str) -> Result<Option<Binding>, SessionError> {
         if let Some(b) = self.live.lock().get(&(principal.into(), thread_id.into())) {
             return Ok(Some(b.clone()));

@@ -168,6 +168,29 @@ async def run(args: argparse.Namespace, c: Checks, report: dict[str, Any]) -> No
         c.check(not is_error and sc.get("status") == "completed", "status with the returned pair completes", sc)
         c.check((sc.get("data") or {}).get("thread_id") == thread_id, "status echoes the thread_id", sc.get("data"))
 
+        # --- prompts and resources -------------------------------------------------------
+        prompts = await client.list_prompts()
+        c.check([p.name for p in prompts.prompts] == ["handoff"], "prompts/list names the handoff prompt",
+                [p.name for p in prompts.prompts])
+        handoff = await client.get_prompt("handoff", {"thread_id": thread_id})
+        text = getattr(handoff.messages[0].content, "text", "") if handoff.messages else ""
+        c.check(thread_id in text and ws_root in text, "the handoff names the session and its workspace", text[:300])
+        how_to = await client.get_prompt("handoff")
+        text = getattr(how_to.messages[0].content, "text", "") if how_to.messages else ""
+        c.check("Initialize" in text, "the handoff without a session says how to get one", text[:300])
+        resources = await client.list_resources()
+        uris = [str(r.uri) for r in resources.resources]
+        c.check(uris == ["winx://docs/README.md"], "resources/list names the README", uris)
+        readme = await client.read_resource("winx://docs/README.md")
+        text = getattr(readme.contents[0], "text", "") if readme.contents else ""
+        c.check("winx" in text, "resources/read returns the README", text[:200])
+        try:
+            await client.read_resource("winx://docs/nope.md")
+            c.check(False, "an unknown resource is refused")
+        except Exception as e:  # noqa: BLE001 - the SDK's error type varies by version
+            code = getattr(getattr(e, "error", None), "code", None)
+            c.check(code == -32602, "an unknown resource is refused with -32602", f"{type(e).__name__}: {e}")
+
         # --- error cases ----------------------------------------------------------------
         missing_args = {"type": "status", "workspace_root": ws_root}
         check_input(missing_args, "status without thread_id")

@@ -256,6 +256,14 @@ async def run(args: argparse.Namespace, c: Checks, report: dict[str, Any]) -> No
             if not (isinstance(data.get("thread_id"), str) and isinstance(data.get("workspace_root"), str)):
                 return
 
+            # --- Prompts and resources over HTTP (in auto mode with the SDK's own Mcp-Name) --
+            handoff = await client.get_prompt("handoff", {"thread_id": data["thread_id"]})
+            text = getattr(handoff.messages[0].content, "text", "") if handoff.messages else ""
+            c.check(data["thread_id"] in text, "the handoff prompt names the session", text[:300])
+            readme = await client.read_resource("winx://docs/README.md")
+            text = getattr(readme.contents[0], "text", "") if readme.contents else ""
+            c.check("winx" in text, "resources/read returns the README", text[:200])
+
             # --- MCP Tasks: one foreground BashCommand that waits until it completes ----
             bash_args = {
                 "thread_id": data["thread_id"],

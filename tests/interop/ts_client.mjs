@@ -49,6 +49,24 @@ async function main() {
   check(!echo.isError && echo.content[0].text.includes("ts-sdk-42"), `echo: ${JSON.stringify(echo)}`);
   const read = await client.callTool({ name: "ReadFiles", arguments: { ...pair, file_paths: ["README.md"] } });
   check(read.content[0].text.includes("interop fixture"), `ReadFiles: ${JSON.stringify(read)}`);
+  // Prompts and resources: the SDK validates each result against its schema.
+  const caps = client.getServerCapabilities();
+  check(caps.prompts && caps.resources, `capabilities: ${JSON.stringify(caps)}`);
+  const { prompts } = await client.listPrompts();
+  check(prompts.length === 1 && prompts[0].name === "handoff", `prompts: ${JSON.stringify(prompts)}`);
+  const handoff = await client.getPrompt({ name: "handoff", arguments: { thread_id: pair.thread_id } });
+  check(handoff.messages[0].content.text.includes(pair.thread_id), `handoff: ${JSON.stringify(handoff)}`);
+  const howTo = await client.getPrompt({ name: "handoff" });
+  check(howTo.messages[0].content.text.includes("Initialize"), `handoff without a session: ${JSON.stringify(howTo)}`);
+  const { resources } = await client.listResources();
+  check(resources.length === 1 && resources[0].mimeType === "text/markdown", `resources: ${JSON.stringify(resources)}`);
+  const readme = await client.readResource({ uri: resources[0].uri });
+  check(readme.contents[0].text.includes("winx"), `readResource: ${JSON.stringify(readme).slice(0, 300)}`);
+  const missing = await client.readResource({ uri: "winx://docs/nope.md" }).then(
+    () => null,
+    (e) => e
+  );
+  check(missing && missing.code === -32602, `unknown resource: ${missing}`);
   const unknown = await client.callTool({ name: "NoSuchTool", arguments: {} });
   check(unknown.isError === true, `unknown tool: ${JSON.stringify(unknown)}`);
   await client.ping();

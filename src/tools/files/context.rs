@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Files captured per memory, bytes per file and in all: a memory is context for a fresh
 /// conversation, not a backup.
@@ -68,16 +68,34 @@ fn memory_path(ctx: &ToolContext, id: &str) -> Result<PathBuf, ToolError> {
             "task ids are 1-64 characters of letters, digits, '-', '_' and '.'",
         ));
     }
-    let ns: String = Sha256::digest(ctx.principal.as_bytes())[..8]
+    Ok(namespace(ctx.sessions.state_dir(), ctx.principal).join(format!("{id}.json")))
+}
+
+/// The directory of `principal`'s memories.
+fn namespace(state_dir: &Path, principal: &str) -> PathBuf {
+    let ns: String = Sha256::digest(principal.as_bytes())[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    Ok(ctx
-        .sessions
-        .state_dir()
-        .join("tasks")
-        .join(ns)
-        .join(format!("{id}.json")))
+    state_dir.join("tasks").join(ns)
+}
+
+/// Memories read when looking for the latest one: bounds the work on a state directory
+/// that has accumulated many.
+const MAX_MEMORIES_SCANNED: usize = 256;
+
+/// The most recently saved memory of `principal` whose project lies in `workspace`, if any.
+/// Read-only: used by the handoff prompt.
+pub fn latest_for(state_dir: &Path, principal: &str, workspace: &Path) -> Option<Memory> {
+    let entries = std::fs::read_dir(namespace(state_dir, principal)).ok()?;
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .take(MAX_MEMORIES_SCANNED)
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|raw| serde_json::from_str::<Memory>(&raw).ok())
+        .filter(|m| Path::new(&m.project_root).starts_with(workspace))
+        .max_by_key(|m| m.saved_at_unix_ms)
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
