@@ -10,6 +10,7 @@ use crate::runtime::session_key;
 use crate::session::{
     Attached, Binding, Mode, SessionChoice, SessionError, SessionService, ids, overview,
 };
+use crate::tools::name::ToolName;
 use crate::wire::guardian::{Labels, Snapshot};
 use serde_json::{Map, Value, json};
 
@@ -30,7 +31,7 @@ const TYPES: &[&str] = &[
     "user_asked_change_workspace",
 ];
 const MODES: &[&str] = &["wcgw", "architect", "code_writer"];
-const TOOL: &str = "Initialize";
+const TOOL: ToolName = ToolName::Initialize;
 
 /// Parsed arguments.
 struct InitArgs<'a> {

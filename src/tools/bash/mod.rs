@@ -13,12 +13,13 @@ use super::error::{SessionPair, ToolError};
 use crate::runtime::{ClientError, session_key};
 use crate::session::{Binding, Mode};
 use crate::shell::cmdpolicy;
+use crate::tools::name::ToolName;
 use crate::wire::guardian::{GuardianError, ProcessStatus, Request, Response, Wait};
 use action::{Action, POLICIES};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
-const TOOL: &str = "BashCommand";
+const TOOL: ToolName = ToolName::BashCommand;
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     match start(ctx, map, TaskMode::Inline)? {
