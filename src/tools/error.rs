@@ -75,6 +75,13 @@ pub enum ToolError {
         detail: String,
         pair: SessionPair,
     },
+    /// The adapter could not get the session's processes (winxd, guardian, shell) to
+    /// serve it; the typed cause (a quota's limit, a failed start step, a deadline) is
+    /// the result's `data.cause`. Built by `ToolError::runtime`.
+    Runtime {
+        error: crate::wire::error::RuntimeError,
+        pair: SessionPair,
+    },
     /// The session's mode forbids the command; it was not run.
     CommandDenied {
         reason: String,
@@ -184,7 +191,7 @@ impl ToolError {
                 true,
                 false,
             ),
-            ToolError::ShellUnavailable { .. } => {
+            ToolError::ShellUnavailable { .. } | ToolError::Runtime { .. } => {
                 m(Status::Failed, ErrorCode::ShellUnavailable, true, false)
             }
             ToolError::CommandDenied { .. } => m(
@@ -289,6 +296,9 @@ impl ToolError {
             ToolError::ShellUnavailable { detail, .. } => {
                 format!("the session's shell is not available: {detail}")
             }
+            ToolError::Runtime { error, .. } => {
+                format!("the session's shell is not available: {error}")
+            }
             ToolError::CommandDenied { reason } => {
                 format!("command refused by the session mode: {reason}")
             }
@@ -354,12 +364,14 @@ impl ToolError {
                 arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
                                   "action_json": {"status_check": true}}),
             }),
-            ToolError::ShellUnavailable { pair, .. } => Some(NextAction {
-                tool: "Initialize".into(),
-                instruction: "Reset the shell, then retry.".into(),
-                arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id,
+            ToolError::ShellUnavailable { pair, .. } | ToolError::Runtime { pair, .. } => {
+                Some(NextAction {
+                    tool: "Initialize".into(),
+                    instruction: "Reset the shell, then retry.".into(),
+                    arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id,
                                   "workspace_root": pair.workspace_root}),
-            }),
+                })
+            }
             ToolError::TaskOutcomeUnknown {
                 pair: Some(pair), ..
             } => Some(NextAction {
@@ -396,6 +408,7 @@ impl ToolError {
             ToolError::NotRegularFile { path, kind } => {
                 json!({"path": path, "fileType": kind.describe()})
             }
+            ToolError::Runtime { error, .. } => json!({"cause": error}),
             _ => json!({}),
         };
         let envelope = Envelope {
@@ -418,6 +431,16 @@ impl ToolError {
             envelope,
             images: Vec::new(),
         }
+    }
+}
+
+impl ToolError {
+    /// The agent-facing error for a runtime failure of the session `pair` names: every
+    /// `RuntimeError` is `shell_unavailable` (a reset or retry may help), with its typed
+    /// cause in `data.cause` (a quota refusal carries its `limit` and the prune command).
+    /// This needs the pair for the reset action, so it is a constructor, not a bare `From`.
+    pub fn runtime(error: crate::wire::error::RuntimeError, pair: SessionPair) -> ToolError {
+        ToolError::Runtime { error, pair }
     }
 }
 

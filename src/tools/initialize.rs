@@ -271,12 +271,14 @@ struct ShellInfo {
 /// Attach to the session's shell, starting one if none is live; `reset` replaces a live one.
 fn ensure_shell(ctx: &ToolContext, b: &Binding, reset: bool) -> Result<ShellInfo, ToolError> {
     let key = session_key(ctx.principal, &b.thread_id);
-    let unavailable = |detail: String| ToolError::ShellUnavailable {
-        detail,
-        pair: SessionPair {
-            thread_id: b.thread_id.clone(),
-            workspace_root: b.workspace_str(),
-        },
+    let unavailable = |e| {
+        ToolError::runtime(
+            e,
+            SessionPair {
+                thread_id: b.thread_id.clone(),
+                workspace_root: b.workspace_str(),
+            },
+        )
     };
     let labels = Labels {
         thread_id: b.thread_id.clone(),

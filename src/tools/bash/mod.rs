@@ -138,10 +138,7 @@ pub fn start(
             if matches!(e, ClientError::Gone(_)) {
                 ctx.runtime.forget(&key);
             }
-            ToolError::ShellUnavailable {
-                detail: e.to_string(),
-                pair: pair.clone(),
-            }
+            ToolError::runtime(e.into(), pair.clone())
         })?;
     match resp {
         Response::Action(r) if promote && r.state.process_status == ProcessStatus::Running => Ok(
