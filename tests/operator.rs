@@ -225,6 +225,11 @@ fn quota_reclaims_never_used_sessions_and_preserves_used_ones() {
             .unwrap()
             .contains("winx-code-agent prune --idle-seconds 0")
     );
+    // The structured error carries the quota's typed cause: its limit and the prune command.
+    let cause = &refused["data"]["cause"];
+    assert_eq!(cause["kind"], "quota", "{refused}");
+    assert_eq!(cause["limit"], 2, "{refused}");
+    assert_eq!(cause["prune"], "winx-code-agent prune --idle-seconds 0");
 }
 
 #[test]

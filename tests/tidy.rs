@@ -72,6 +72,39 @@ fn banned_calls_stay_out_of_src() {
     }
 }
 
+/// The files that choose an envelope's `errorCode`: `tools/error.rs` (`ToolError` and
+/// `mark` for tool-specific outcomes), `tools/files/edit_error.rs` (every edit failure),
+/// plus the envelope's own definition (`completed` starts with none).
+const ERROR_CODE_WRITERS: [&str; 3] = [
+    "src/tools/error.rs",
+    "src/tools/files/edit_error.rs",
+    "src/tools/envelope.rs",
+];
+
+#[test]
+fn only_the_error_mappings_set_an_error_code() {
+    // An assignment or a struct-literal field (`error_code = …`, `error_code: …`,
+    // shorthand `error_code,` inside `Envelope { … }`), and any `Envelope {` literal.
+    let writes = regex_lite::Regex::new(r"\berror_code\s*(=[^=]|:[^:]|,)|\bEnvelope\s*\{").unwrap();
+    let mut wrong = Vec::new();
+    for (path, text) in sources() {
+        if ERROR_CODE_WRITERS.contains(&path.as_str()) {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if writes.is_match(code) {
+                wrong.push(format!("{path}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "set errorCode through ToolError, EditFailure or tools::error::mark:\n{}",
+        wrong.join("\n")
+    );
+}
+
 /// The one file under `tests/` allowed to pause: `eventually` polls from there.
 const WAIT_HELPER: &str = "tests/support/wait.rs";
 

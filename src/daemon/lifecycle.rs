@@ -7,6 +7,7 @@
 use crate::ipc::GuardianClient;
 use crate::ipc::guardian_socket;
 use crate::wire::daemon::{Lifecycle, SessionInfo};
+use crate::wire::error::{PRUNE_HINT, RuntimeError};
 use crate::wire::guardian::{Request, Response, Snapshot};
 use std::fs;
 use std::path::Path;
@@ -95,7 +96,7 @@ pub fn remove_where(
 }
 
 /// Make room for one more guardian, or explain why there is none.
-pub fn make_room(runtime_dir: &Path, l: &Lifecycle) -> Result<(), String> {
+pub fn make_room(runtime_dir: &Path, l: &Lifecycle) -> Result<(), RuntimeError> {
     remove_where(runtime_dir, l.now_ms(), |s, now| expired_by_tier(s, l, now));
     // Each round either frees a slot or re-lists; a victim that vanished on its own between
     // listing and shutdown is simply gone. Bounded so a guardian refusing to stop cannot
@@ -111,12 +112,10 @@ pub fn make_room(runtime_dir: &Path, l: &Lifecycle) -> Result<(), String> {
             .filter(|s| !s.snapshot.ever_ran_command && !is_active(&s.snapshot))
             .min_by_key(|s| s.snapshot.last_activity_ms);
         let Some(v) = victim else {
-            return Err(format!(
-                "the live guardian quota ({}) is reached and every session is in use; \
-                 free idle sessions with `winx-code-agent prune --idle-seconds 0` \
-                 (active commands are kept) or raise WINX_MAX_GUARDIANS",
-                l.max_guardians
-            ));
+            return Err(RuntimeError::Quota {
+                limit: l.max_guardians,
+                prune: PRUNE_HINT.into(),
+            });
         };
         log::info!(
             "quota: reclaiming never-used session {}",
@@ -124,7 +123,7 @@ pub fn make_room(runtime_dir: &Path, l: &Lifecycle) -> Result<(), String> {
         );
         shut_down(runtime_dir, &v.key);
     }
-    Err("could not free a guardian slot".into())
+    Err(RuntimeError::unexpected("could not free a guardian slot"))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use crate::deadline::Deadline;
 use crate::wire::daemon::Request;
+use crate::wire::error::RuntimeError;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -16,7 +17,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 pub const READY_FD: i32 = 3;
 
 /// Spawn the guardian for an `Ensure` request and wait until it reports ready.
-pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String> {
+pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, RuntimeError> {
     let Request::Ensure {
         workspace,
         shell,
@@ -27,10 +28,10 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
         ..
     } = req
     else {
-        return Err("not an ensure request".into());
+        return Err(RuntimeError::unexpected("not an ensure request"));
     };
-    let (ready_r, ready_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| RuntimeError::start("guardian readiness pipe", &e.into()))?;
     let ready_w_fd = ready_w.as_raw_fd();
     let mut cmd = Command::new(bin);
     cmd.arg("--socket")
@@ -67,7 +68,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
     }
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("exec {}: {e}", bin.display()))?;
+        .map_err(|e| RuntimeError::start(format!("exec {}", bin.display()), &e))?;
     drop(ready_w);
     let pid = child.id();
     let outcome = read_ready(ready_r);
@@ -87,12 +88,16 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, String>
 }
 
 /// Wait for the guardian's verdict on its readiness pipe, bounded by `READY_TIMEOUT`.
-fn read_ready(fd: OwnedFd) -> Result<(), String> {
+fn read_ready(fd: OwnedFd) -> Result<(), RuntimeError> {
     use crate::ipc::ready::{Verdict, wait_verdict};
-    match wait_verdict(fd, Deadline::after("guardian start", READY_TIMEOUT)) {
+    const STEP: &str = "guardian start";
+    match wait_verdict(fd, Deadline::after(STEP, READY_TIMEOUT)) {
         Ok(Verdict::Ready) => Ok(()),
-        Ok(Verdict::Failed { reason }) => Err(reason),
-        Ok(Verdict::AlreadyRunning) => Err("the guardian reported another instance".into()),
-        Err(e) => Err(format!("guardian: {e}")),
+        Ok(Verdict::Failed { reason }) => Err(RuntimeError::start_failed(STEP, reason)),
+        Ok(Verdict::AlreadyRunning) => Err(RuntimeError::start_failed(
+            STEP,
+            "the guardian reported another instance",
+        )),
+        Err(e) => Err(e.starting(STEP)),
     }
 }

@@ -4,6 +4,7 @@
 use super::{lifecycle, spawn};
 use crate::ipc::{GuardianClient, guardian_socket};
 use crate::wire::daemon::{Lifecycle, Request, Response};
+use crate::wire::error::RuntimeError;
 use crate::wire::guardian;
 use parking_lot::Mutex;
 use std::fs;
@@ -83,7 +84,7 @@ pub fn handle(state: &State, req: &Request) -> Response {
 fn ensure(state: &State, key: &str, req: &Request) -> Response {
     if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
         return Response::Error {
-            message: "session keys are alphanumeric".into(),
+            error: RuntimeError::unexpected("session keys are alphanumeric"),
         };
     }
     let socket = guardian_socket(&state.runtime_dir, key);
@@ -94,8 +95,8 @@ fn ensure(state: &State, key: &str, req: &Request) -> Response {
             created: false,
         };
     }
-    if let Err(message) = lifecycle::make_room(&state.runtime_dir, &state.lifecycle) {
-        return Response::Error { message };
+    if let Err(error) = lifecycle::make_room(&state.runtime_dir, &state.lifecycle) {
+        return Response::Error { error };
     }
     match spawn::guardian(&state.guardian_bin, &socket, req) {
         Ok(pid) => {
@@ -105,6 +106,6 @@ fn ensure(state: &State, key: &str, req: &Request) -> Response {
                 created: true,
             }
         }
-        Err(message) => Response::Error { message },
+        Err(error) => Response::Error { error },
     }
 }

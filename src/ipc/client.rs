@@ -15,15 +15,32 @@ const ANSWER_SLACK: Duration = Duration::from_secs(10);
 pub enum ClientError {
     /// Nothing listens on the socket (guardian gone) or it hung up mid-request.
     Gone(String),
-    /// The guardian speaks another protocol version.
-    Protocol(String),
+    /// The guardian (of build `build`) speaks protocol `theirs`, not ours.
+    Protocol { build: String, theirs: u32 },
 }
 
 impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ClientError::Gone(d) => write!(f, "session guardian unavailable: {d}"),
-            ClientError::Protocol(d) => write!(f, "guardian protocol mismatch: {d}"),
+            ClientError::Protocol { build, theirs } => write!(
+                f,
+                "guardian protocol mismatch: guardian {build} speaks {theirs}, we speak {PROTOCOL}"
+            ),
+        }
+    }
+}
+
+impl From<ClientError> for crate::wire::error::RuntimeError {
+    fn from(e: ClientError) -> Self {
+        use crate::wire::error::RuntimeError;
+        match e {
+            ClientError::Gone(detail) => RuntimeError::GuardianGone { detail },
+            ClientError::Protocol { build, theirs } => RuntimeError::ProtocolMismatch {
+                peer: format!("guardian {build}"),
+                ours: PROTOCOL,
+                theirs,
+            },
         }
     }
 }
@@ -81,10 +98,10 @@ impl GuardianClient {
         s.write_all(&out).map_err(gone)?;
         let hello: Hello = read_frame(&mut s).map_err(gone)?;
         if hello.protocol != PROTOCOL {
-            return Err(ClientError::Protocol(format!(
-                "guardian {} speaks {}, we speak {PROTOCOL}",
-                hello.build, hello.protocol
-            )));
+            return Err(ClientError::Protocol {
+                build: hello.build,
+                theirs: hello.protocol,
+            });
         }
         s.set_read_timeout(Some(wait + ANSWER_SLACK))
             .map_err(gone)?;

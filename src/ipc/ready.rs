@@ -44,6 +44,20 @@ impl std::fmt::Display for ReadyError {
     }
 }
 
+impl ReadyError {
+    /// The runtime failure of starting `step` (`winxd start`, `guardian start`): a passed
+    /// deadline stays a timeout, anything else is a failed start.
+    pub fn starting(self, step: &str) -> crate::wire::error::RuntimeError {
+        use crate::wire::error::RuntimeError;
+        match self {
+            ReadyError::Timeout { deadline } => RuntimeError::Timeout {
+                deadline: deadline.to_string(),
+            },
+            other => RuntimeError::start_failed(step, other.to_string()),
+        }
+    }
+}
+
 /// Write `verdict` on the readiness pipe `out` (errors are ignored: a starter that went
 /// away needs no answer).
 pub fn report(mut out: impl Write, verdict: &Verdict) {

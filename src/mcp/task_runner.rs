@@ -11,7 +11,7 @@ use crate::tasks::durable;
 use crate::tasks::store::{CANCELLED_MESSAGE, Outcome, RunnerSlot, Status, Task, TaskStore};
 use crate::tools::ToolContext;
 use crate::tools::bash::task::Pending;
-use crate::tools::envelope::ToolOutput;
+use crate::tools::envelope::{CalledTool, ToolOutput};
 use crate::tools::error::ToolError;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -242,7 +242,7 @@ fn take_over(shared: &Arc<Shared>, store: &Arc<TaskStore>, ctx: &CallContext, ta
             };
             match followed {
                 Ok(p) => follow(&sh, t, tctx, p),
-                Err(e) => e.into_output(&t.tool),
+                Err(e) => e.into_output(CalledTool::parse(&t.tool)),
             }
         },
     );

@@ -129,7 +129,7 @@ impl<'a> Call<'a> {
                     return Ok(wire::created(&task, Dialect::Handshake));
                 }
                 Ok(Step::Done(out)) => out,
-                Err(e) => e.into_output(tool.as_str()),
+                Err(e) => e.into_output(tool),
             };
             drop(slot);
             task_runner::complete(self.shared, self.store, &task, out);
@@ -163,7 +163,7 @@ impl<'a> Call<'a> {
         let pending = match bash::start(&tctx, &self.args, TaskMode::Offered) {
             Ok(Step::Done(out)) => return out.to_result(),
             Ok(Step::Running(p)) => p,
-            Err(e) => return e.into_output(&self.name).to_result(),
+            Err(e) => return e.into_output(ToolName::BashCommand).to_result(),
         };
         let until_complete =
             self.args.get("wait_policy").and_then(Value::as_str) == Some("until_complete");

@@ -65,7 +65,7 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
             let live = match daemon::request_running(socket, &Request::List) {
                 Ok(Response::Sessions { sessions }) => sessions,
                 Ok(other) => return Err(OpError(format!("unexpected winxd answer {other:?}"))),
-                Err(e) => return Err(OpError(e)),
+                Err(e) => return Err(OpError(e.to_string())),
             };
             let mut builds: Vec<&str> = live.iter().map(|s| s.snapshot.build.as_str()).collect();
             builds.sort_unstable();

@@ -46,10 +46,7 @@ pub fn main(op: OpCommand, config: &Config) -> ExitCode {
 
 fn ask(config: &Config, req: &Request) -> Result<Response, OpError> {
     let rt = &config.runtime;
-    match daemon::request(&rt.daemon_socket, &rt.base_env, req).map_err(OpError)? {
-        Response::Error { message } => Err(OpError(message)),
-        other => Ok(other),
-    }
+    daemon::request(&rt.daemon_socket, &rt.base_env, req).map_err(|e| OpError(e.to_string()))
 }
 
 fn print_json(v: &Value) {

@@ -4,6 +4,7 @@
 use crate::deadline::Deadline;
 use crate::ipc::ready::Verdict;
 use crate::wire::daemon::{PROTOCOL, Request, Response};
+use crate::wire::error::RuntimeError;
 use crate::wire::{Hello, read_frame, write_frame};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -27,24 +28,33 @@ pub fn sibling(name: &str) -> PathBuf {
 }
 
 /// A connection to winxd past the hellos, and the build winxd said it is.
-fn connect(socket: &Path) -> std::io::Result<(UnixStream, String)> {
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    s.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-    write_frame(&mut s, &Hello::new(PROTOCOL, "adapter"))?;
-    let hello: Hello = read_frame(&mut s)?;
+fn connect(socket: &Path) -> Result<(UnixStream, String), RuntimeError> {
+    let unreachable = |e: std::io::Error| RuntimeError::DaemonUnreachable {
+        socket: socket.to_string_lossy().into_owned(),
+        errno: e.raw_os_error(),
+        detail: e.to_string(),
+    };
+    let mut s = UnixStream::connect(socket).map_err(unreachable)?;
+    s.set_read_timeout(Some(REQUEST_TIMEOUT))
+        .map_err(unreachable)?;
+    s.set_write_timeout(Some(REQUEST_TIMEOUT))
+        .map_err(unreachable)?;
+    write_frame(&mut s, &Hello::new(PROTOCOL, "adapter")).map_err(unreachable)?;
+    let hello: Hello = read_frame(&mut s).map_err(unreachable)?;
     if hello.protocol != PROTOCOL {
-        return Err(std::io::Error::other(format!(
-            "winxd {} speaks protocol {}, we speak {PROTOCOL}",
-            hello.build, hello.protocol
-        )));
+        return Err(RuntimeError::ProtocolMismatch {
+            peer: format!("winxd {}", hello.build),
+            ours: PROTOCOL,
+            theirs: hello.protocol,
+        });
     }
     Ok((s, hello.build))
 }
 
 /// Start winxd detached from this process's session and wait for its verdict.
-fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+fn start(socket: &Path, env: &[(String, String)]) -> Result<(), RuntimeError> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| RuntimeError::start("winxd readiness pipe", &e.into()))?;
     let w_fd = w.as_raw_fd();
     let bin = sibling("winxd");
     let mut cmd = Command::new(&bin);
@@ -69,7 +79,7 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
     }
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("exec {}: {e}", bin.display()))?;
+        .map_err(|e| RuntimeError::start(format!("exec {}", bin.display()), &e))?;
     drop(w);
     let verdict = crate::ipc::ready::wait_verdict(r, Deadline::after("winxd start", START_TIMEOUT));
     // winxd daemonises by staying in its own session; reap it if it already exited.
@@ -80,37 +90,43 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), String> {
         });
     match verdict {
         Ok(Verdict::Ready | Verdict::AlreadyRunning) => Ok(()),
-        Ok(Verdict::Failed { reason }) => Err(format!("winxd could not start: {reason}")),
-        Err(e) => Err(format!("winxd: {e}")),
+        Ok(Verdict::Failed { reason }) => Err(RuntimeError::start_failed("winxd start", reason)),
+        Err(e) => Err(e.starting("winxd start")),
     }
 }
 
 /// One request to a winxd that is already running; never starts one (`doctor` observes).
-pub fn request_running(socket: &Path, req: &Request) -> Result<Response, String> {
-    let (s, _) = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
-    exchange(s, req)
+pub fn request_running(socket: &Path, req: &Request) -> Result<Response, RuntimeError> {
+    exchange(connect(socket)?.0, req)
 }
 
-/// Send `req` and read its answer; winxd's `Busy` becomes an error saying so.
-fn exchange(mut s: UnixStream, req: &Request) -> Result<Response, String> {
-    write_frame(&mut s, req).map_err(|e| format!("send to winxd: {e}"))?;
-    match read_frame(&mut s).map_err(|e| format!("winxd answer: {e}"))? {
-        Response::Busy { limit } => Err(format!(
-            "winxd is serving its limit of {limit} control connections; retry shortly"
-        )),
+/// Send `req` and read its answer; winxd's `Busy` and `Error` become the error they name.
+fn exchange(mut s: UnixStream, req: &Request) -> Result<Response, RuntimeError> {
+    let lost = |what: &str, e: std::io::Error| RuntimeError::Unexpected {
+        detail: format!("{what} winxd: {e}"),
+    };
+    write_frame(&mut s, req).map_err(|e| lost("send to", e))?;
+    match read_frame(&mut s).map_err(|e| lost("answer from", e))? {
+        Response::Busy { limit } => Err(RuntimeError::DaemonBusy { limit }),
+        Response::Error { error } => Err(error),
         other => Ok(other),
     }
 }
 
 /// One request to winxd, starting it first when nothing answers on its socket.
-pub fn request(socket: &Path, env: &[(String, String)], req: &Request) -> Result<Response, String> {
+/// A winxd of another build answers with a protocol mismatch, which is reported as such
+/// (a start would only find it running).
+pub fn request(
+    socket: &Path,
+    env: &[(String, String)],
+    req: &Request,
+) -> Result<Response, RuntimeError> {
     let s = match connect(socket) {
         Ok((s, _)) => s,
+        Err(e @ RuntimeError::ProtocolMismatch { .. }) => return Err(e),
         Err(_) => {
             start(socket, env)?;
-            connect(socket)
-                .map_err(|e| format!("connect to winxd: {e}"))?
-                .0
+            connect(socket)?.0
         }
     };
     exchange(s, req)
@@ -132,21 +148,30 @@ pub enum Found {
 /// one of another build: it is asked to shut down (it unlinks its socket and drops its lock
 /// before answering, so our start does not wait on it), then ours is started. Concurrent
 /// starters converge on winxd's lock.
-pub fn current(socket: &Path, env: &[(String, String)]) -> Result<(UnixStream, Found), String> {
+pub fn current(
+    socket: &Path,
+    env: &[(String, String)],
+) -> Result<(UnixStream, Found), RuntimeError> {
     let ours = crate::build_info::identity();
     let found = match connect(socket) {
         Ok((s, build)) if build == ours => return Ok((s, Found::Ours)),
         Ok((s, build)) => {
             match exchange(s, &Request::Shutdown)? {
                 Response::Done => {}
-                other => return Err(format!("winxd {build} answered Shutdown with {other:?}")),
+                other => {
+                    return Err(RuntimeError::Unexpected {
+                        detail: format!("winxd {build} answered Shutdown with {other:?}"),
+                    });
+                }
             }
             Found::Replaced { was: build }
         }
+        // Another protocol cannot be asked to shut down in ours: reported as it is.
+        Err(e @ RuntimeError::ProtocolMismatch { .. }) => return Err(e),
         Err(_) => Found::Started,
     };
     start(socket, env)?;
-    let (s, build) = connect(socket).map_err(|e| format!("connect to winxd: {e}"))?;
+    let (s, build) = connect(socket)?;
     if build != ours {
         // Another build's adapter replaced it first; flapping is bounded by each
         // adapter's check interval (see `runtime::DAEMON_CHECK_EVERY`).
@@ -160,7 +185,7 @@ pub fn request_current(
     socket: &Path,
     env: &[(String, String)],
     req: &Request,
-) -> Result<Response, String> {
+) -> Result<Response, RuntimeError> {
     let (s, found) = current(socket, env)?;
     report(&found);
     exchange(s, req)

@@ -8,6 +8,7 @@ mod starting;
 use crate::deadline::Deadline;
 use crate::guardian::{self, Dialect, ShellSpec};
 pub use crate::ipc::{ClientError, GuardianClient};
+pub use crate::wire::error::RuntimeError;
 use crate::wire::guardian::{Labels, Request, Response, Snapshot};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -180,7 +181,12 @@ impl Runtime {
     }
 
     /// Attach to the live guardian of `key`, or start one in `workspace`.
-    pub fn ensure(&self, key: &str, workspace: &Path, labels: Labels) -> Result<Ensured, String> {
+    pub fn ensure(
+        &self,
+        key: &str,
+        workspace: &Path,
+        labels: Labels,
+    ) -> Result<Ensured, RuntimeError> {
         // One start at a time per session: concurrent first calls of `key` converge on one
         // shell; other sessions' starts never wait for this one.
         let turn = self.starting.turn(key);
@@ -190,7 +196,8 @@ impl Runtime {
         }
         let socket = self.socket_path(key);
         if let Some(dir) = socket.parent() {
-            crate::fsutil::ensure_private_dir(dir).map_err(|e| e.to_string())?;
+            crate::fsutil::ensure_private_dir(dir)
+                .map_err(|e| RuntimeError::start("session socket directory", &e))?;
         }
         let spec = ShellSpec {
             program: self.cfg.shell.0.clone(),
@@ -202,7 +209,8 @@ impl Runtime {
         };
         let socket = match self.cfg.kind {
             RuntimeKind::Embedded => {
-                guardian::spawn_embedded(spec, &socket)?;
+                guardian::spawn_embedded(spec, &socket)
+                    .map_err(|e| RuntimeError::start_failed("embedded guardian start", e))?;
                 socket
             }
             RuntimeKind::Daemon => self.ensure_via_daemon(key, &spec)?,
@@ -213,8 +221,12 @@ impl Runtime {
             .insert(key.to_string(), client.clone());
         let snapshot = match client.call(&Request::Snapshot, SNAPSHOT_WAIT) {
             Ok(Response::Snapshot(s)) => s,
-            Ok(other) => return Err(format!("unexpected guardian answer {other:?}")),
-            Err(e) => return Err(e.to_string()),
+            Ok(other) => {
+                return Err(RuntimeError::unexpected(format!(
+                    "unexpected guardian answer {other:?}"
+                )));
+            }
+            Err(e) => return Err(e.into()),
         };
         Ok(Ensured {
             client,
@@ -224,16 +236,20 @@ impl Runtime {
     }
 
     /// Replace the shell of a live guardian; answers once the new shell is ready.
-    pub fn reset(&self, client: &GuardianClient) -> Result<Snapshot, String> {
+    pub fn reset(&self, client: &GuardianClient) -> Result<Snapshot, RuntimeError> {
         match client.call(&Request::Reset, guardian::SHELL_START_TIMEOUT) {
             Ok(Response::Snapshot(s)) => Ok(s),
-            Ok(Response::Error(e)) => Err(format!("{e:?}")),
-            Ok(other) => Err(format!("unexpected guardian answer {other:?}")),
-            Err(e) => Err(e.to_string()),
+            Ok(Response::Error(e)) => {
+                Err(RuntimeError::start_failed("shell reset", format!("{e:?}")))
+            }
+            Ok(other) => Err(RuntimeError::unexpected(format!(
+                "unexpected guardian answer {other:?}"
+            ))),
+            Err(e) => Err(e.into()),
         }
     }
 
-    fn ensure_via_daemon(&self, key: &str, spec: &ShellSpec) -> Result<PathBuf, String> {
+    fn ensure_via_daemon(&self, key: &str, spec: &ShellSpec) -> Result<PathBuf, RuntimeError> {
         use crate::wire::daemon::{Request as D, Response as R};
         let req = D::Ensure {
             key: key.to_string(),
@@ -246,8 +262,9 @@ impl Runtime {
         };
         match daemon::request_current(&self.cfg.daemon_socket, &self.cfg.base_env, &req)? {
             R::Ensured { socket, .. } => Ok(PathBuf::from(socket)),
-            R::Error { message } => Err(message),
-            other => Err(format!("unexpected winxd answer {other:?}")),
+            other => Err(RuntimeError::unexpected(format!(
+                "unexpected winxd answer {other:?}"
+            ))),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The result envelope every tool returns as `structuredContent`, and its JSON Schema.
 
-use serde::Serialize;
+use super::error_code::ErrorCode;
+use super::name::ToolName;
+use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
 /// Outcome class of a tool call; the envelope's `status`.
@@ -58,14 +60,48 @@ pub struct RequiredRead {
     pub ranges: Vec<String>,
 }
 
+/// The tool an envelope reports: a tool the server defines, or (only for `unknown_tool`)
+/// the bounded echo of a name no tool has. Serialised as the name string.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CalledTool {
+    Known(ToolName),
+    Unknown(String),
+}
+
+impl CalledTool {
+    /// A name from outside (a stored task's tool): known if a tool has it.
+    pub fn parse(name: &str) -> CalledTool {
+        ToolName::parse(name).map_or_else(|| CalledTool::Unknown(name.to_string()), Into::into)
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            CalledTool::Known(t) => t.as_str(),
+            CalledTool::Unknown(s) => s,
+        }
+    }
+}
+
+impl From<ToolName> for CalledTool {
+    fn from(t: ToolName) -> CalledTool {
+        CalledTool::Known(t)
+    }
+}
+
+impl Serialize for CalledTool {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// The `structuredContent` of every tool result.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Envelope {
     pub status: Status,
-    pub tool: String,
+    pub tool: CalledTool,
     pub message: String,
-    pub error_code: Option<&'static str>,
+    pub error_code: Option<ErrorCode>,
     pub retryable: bool,
     pub retry_same_call: bool,
     pub next_action: Option<NextAction>,
@@ -75,10 +111,10 @@ pub struct Envelope {
 
 impl Envelope {
     /// A successful result.
-    pub fn completed(tool: &str, message: impl Into<String>, data: Value) -> Envelope {
+    pub fn completed(tool: ToolName, message: impl Into<String>, data: Value) -> Envelope {
         Envelope {
             status: Status::Completed,
-            tool: tool.to_string(),
+            tool: tool.into(),
             message: message.into(),
             error_code: None,
             retryable: false,
@@ -116,7 +152,11 @@ impl ToolOutput {
 }
 
 /// The one `outputSchema` every tool advertises. Kept terse on purpose: it is repeated
-/// for every tool in `tools/list`, which every agent pays for in context. Every property
+/// for every tool in `tools/list`, which every agent pays for in context. That is why
+/// `errorCode` is a plain string here although its values are closed (`ErrorCode::ALL`):
+/// listing them as an `enum` costs ~0.8 KiB per tool, and `tools/list` grew from under
+/// 16 KiB to 25 KiB, past the budget `tests/cli.rs` enforces. `status` is small enough to
+/// list. Every property
 /// has a single type or an `anyOf` of single types (no type arrays), so hosts that map
 /// schemas to a single-type dialect accept it.
 pub fn output_schema() -> Value {
@@ -147,9 +187,10 @@ mod tests {
 
     #[test]
     fn envelope_serialises_with_camel_case_fields() {
-        let e = Envelope::completed("Initialize", "ok", json!({"a": 1}));
+        let e = Envelope::completed(ToolName::Initialize, "ok", json!({"a": 1}));
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["status"], "completed");
+        assert_eq!(v["tool"], "Initialize");
         assert_eq!(v["errorCode"], Value::Null);
         assert_eq!(v["retrySameCall"], false);
         assert_eq!(v["requiredReads"], json!([]));
@@ -167,6 +208,23 @@ mod tests {
         }
         for (key, prop) in schema["properties"].as_object().unwrap() {
             assert!(!prop["type"].is_array(), "{key} has a type array");
+        }
+    }
+
+    #[test]
+    fn every_error_code_fits_the_schema_and_serialises_as_its_string() {
+        // The schema says "string or null" (see `output_schema` for why not an enum);
+        // every code the server can put there serialises as exactly that.
+        let schema = output_schema();
+        let any_of = schema["properties"]["errorCode"]["anyOf"]
+            .as_array()
+            .unwrap();
+        assert_eq!(any_of[0], json!({"type": "string"}));
+        let mut e = Envelope::completed(ToolName::ReadFiles, "x", json!({}));
+        for c in ErrorCode::ALL {
+            e.error_code = Some(*c);
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["errorCode"], c.as_str());
         }
     }
 

@@ -1,6 +1,7 @@
 //! Typed tool errors, mapped to the envelope's `status`/`errorCode` in one place.
 
-use super::envelope::{Envelope, NextAction, Status, ToolOutput};
+use super::envelope::{CalledTool, Envelope, NextAction, Status, ToolOutput};
+use super::error_code::ErrorCode;
 use serde_json::{Value, json};
 
 /// A recoverable failure of a tool call. Each becomes an `isError: true` tool result.
@@ -74,6 +75,13 @@ pub enum ToolError {
         detail: String,
         pair: SessionPair,
     },
+    /// The adapter could not get the session's processes (winxd, guardian, shell) to
+    /// serve it; the typed cause (a quota's limit, a failed start step, a deadline) is
+    /// the result's `data.cause`. Built by `ToolError::runtime`.
+    Runtime {
+        error: crate::wire::error::RuntimeError,
+        pair: SessionPair,
+    },
     /// The session's mode forbids the command; it was not run.
     CommandDenied {
         reason: String,
@@ -113,7 +121,7 @@ pub const RETRY_AFTER_MS: u64 = 2_000;
 
 struct Mapping {
     status: Status,
-    code: &'static str,
+    code: ErrorCode,
     retryable: bool,
     retry_same_call: bool,
 }
@@ -127,74 +135,99 @@ impl ToolError {
             retry_same_call,
         };
         match self {
-            ToolError::InvalidInput { .. } => {
-                m(Status::InvalidInput, "invalid_tool_input", true, false)
+            ToolError::InvalidInput { .. } => m(
+                Status::InvalidInput,
+                ErrorCode::InvalidToolInput,
+                true,
+                false,
+            ),
+            ToolError::UnknownTool { .. } => {
+                m(Status::InvalidInput, ErrorCode::UnknownTool, false, false)
             }
-            ToolError::UnknownTool { .. } => m(Status::InvalidInput, "unknown_tool", false, false),
             ToolError::PolicyBlocked { .. }
             | ToolError::ArgumentNeedsTool { .. }
-            | ToolError::WorkspaceNotPermitted { .. } => {
-                m(Status::PolicyBlocked, "policy_blocked", false, false)
-            }
-            ToolError::NeedsInitialize { .. } => {
-                m(Status::NeedsInitialize, "needs_initialize", true, false)
-            }
-            ToolError::BindingConflict { .. } => {
-                m(Status::Conflict, "session_binding_conflict", true, false)
-            }
-            ToolError::WorkspaceChangeRequiresNewSession { .. } => m(
-                Status::Conflict,
-                "workspace_change_requires_new_session",
+            | ToolError::WorkspaceNotPermitted { .. } => m(
+                Status::PolicyBlocked,
+                ErrorCode::PolicyBlocked,
                 false,
                 false,
             ),
-            ToolError::WorkspaceInvalid { .. } => {
-                m(Status::InvalidInput, "workspace_invalid", true, false)
-            }
+            ToolError::NeedsInitialize { .. } => m(
+                Status::NeedsInitialize,
+                ErrorCode::NeedsInitialize,
+                true,
+                false,
+            ),
+            ToolError::BindingConflict { .. } => m(
+                Status::Conflict,
+                ErrorCode::SessionBindingConflict,
+                true,
+                false,
+            ),
+            ToolError::WorkspaceChangeRequiresNewSession { .. } => m(
+                Status::Conflict,
+                ErrorCode::WorkspaceChangeRequiresNewSession,
+                false,
+                false,
+            ),
+            ToolError::WorkspaceInvalid { .. } => m(
+                Status::InvalidInput,
+                ErrorCode::WorkspaceInvalid,
+                true,
+                false,
+            ),
             ToolError::WorkspaceAlreadyBound { .. } => m(
                 Status::Conflict,
-                "initialize_workspace_already_bound",
+                ErrorCode::InitializeWorkspaceAlreadyBound,
                 false,
                 false,
             ),
             ToolError::StoreUnavailable { .. } => {
-                m(Status::Failed, "state_store_unavailable", true, true)
+                m(Status::Failed, ErrorCode::StateStoreUnavailable, true, true)
             }
-            ToolError::CommandAlreadyRunning { .. } => {
-                m(Status::Conflict, "command_already_running", true, false)
-            }
-            ToolError::ShellUnavailable { .. } => {
-                m(Status::Failed, "shell_unavailable", true, false)
+            ToolError::CommandAlreadyRunning { .. } => m(
+                Status::Conflict,
+                ErrorCode::CommandAlreadyRunning,
+                true,
+                false,
+            ),
+            ToolError::ShellUnavailable { .. } | ToolError::Runtime { .. } => {
+                m(Status::Failed, ErrorCode::ShellUnavailable, true, false)
             }
             ToolError::CommandDenied { .. } => m(
                 Status::PolicyBlocked,
-                "command_denied_by_mode",
+                ErrorCode::CommandDeniedByMode,
                 false,
                 false,
             ),
             ToolError::WaitPolicyIncompatible { .. } => m(
                 Status::InvalidInput,
-                "wait_policy_incompatible_with_action",
+                ErrorCode::WaitPolicyIncompatibleWithAction,
                 true,
                 false,
             ),
             ToolError::NoSuchBackgroundCommand { .. } => m(
                 Status::InvalidInput,
-                "no_such_background_command",
+                ErrorCode::NoSuchBackgroundCommand,
                 false,
                 false,
             ),
-            ToolError::BackgroundLimit { .. } => m(Status::Failed, "background_limit", true, false),
+            ToolError::BackgroundLimit { .. } => {
+                m(Status::Failed, ErrorCode::BackgroundLimit, true, false)
+            }
             ToolError::TaskOutcomeUnknown { .. } => {
-                m(Status::Failed, "task_outcome_unknown", false, false)
+                m(Status::Failed, ErrorCode::TaskOutcomeUnknown, false, false)
             }
-            ToolError::NotRegularFile { .. } => {
-                m(Status::InvalidInput, "not_regular_file", false, false)
-            }
+            ToolError::NotRegularFile { .. } => m(
+                Status::InvalidInput,
+                ErrorCode::NotRegularFile,
+                false,
+                false,
+            ),
         }
     }
 
-    pub fn error_code(&self) -> &'static str {
+    pub fn error_code(&self) -> ErrorCode {
         self.mapping().code
     }
 
@@ -263,6 +296,9 @@ impl ToolError {
             ToolError::ShellUnavailable { detail, .. } => {
                 format!("the session's shell is not available: {detail}")
             }
+            ToolError::Runtime { error, .. } => {
+                format!("the session's shell is not available: {error}")
+            }
             ToolError::CommandDenied { reason } => {
                 format!("command refused by the session mode: {reason}")
             }
@@ -328,12 +364,14 @@ impl ToolError {
                 arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
                                   "action_json": {"status_check": true}}),
             }),
-            ToolError::ShellUnavailable { pair, .. } => Some(NextAction {
-                tool: "Initialize".into(),
-                instruction: "Reset the shell, then retry.".into(),
-                arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id,
+            ToolError::ShellUnavailable { pair, .. } | ToolError::Runtime { pair, .. } => {
+                Some(NextAction {
+                    tool: "Initialize".into(),
+                    instruction: "Reset the shell, then retry.".into(),
+                    arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id,
                                   "workspace_root": pair.workspace_root}),
-            }),
+                })
+            }
             ToolError::TaskOutcomeUnknown {
                 pair: Some(pair), ..
             } => Some(NextAction {
@@ -351,8 +389,9 @@ impl ToolError {
         }
     }
 
-    /// The finished tool result for this error.
-    pub fn into_output(self, tool: &str) -> ToolOutput {
+    /// The finished tool result for this error, reported as a result of `tool` (a
+    /// `ToolName`, or `CalledTool::Unknown` for a name no tool has).
+    pub fn into_output(self, tool: impl Into<CalledTool>) -> ToolOutput {
         let m = self.mapping();
         let message = self.message();
         let data = match &self {
@@ -369,11 +408,12 @@ impl ToolError {
             ToolError::NotRegularFile { path, kind } => {
                 json!({"path": path, "fileType": kind.describe()})
             }
+            ToolError::Runtime { error, .. } => json!({"cause": error}),
             _ => json!({}),
         };
         let envelope = Envelope {
             status: m.status,
-            tool: tool.to_string(),
+            tool: tool.into(),
             message: message.clone(),
             error_code: Some(m.code),
             retryable: m.retryable,
@@ -392,6 +432,25 @@ impl ToolError {
             images: Vec::new(),
         }
     }
+}
+
+impl ToolError {
+    /// The agent-facing error for a runtime failure of the session `pair` names: every
+    /// `RuntimeError` is `shell_unavailable` (a reset or retry may help), with its typed
+    /// cause in `data.cause` (a quota refusal carries its `limit` and the prune command).
+    /// This needs the pair for the reset action, so it is a constructor, not a bare `From`.
+    pub fn runtime(error: crate::wire::error::RuntimeError, pair: SessionPair) -> ToolError {
+        ToolError::Runtime { error, pair }
+    }
+}
+
+/// Marks `env` as a tool-specific outcome that is not a `ToolError` (an undo refused, a
+/// failed verification, a ReadImage refusal, a partly failed ReadFiles, a shell that
+/// exited): with `ToolError::into_output` and `EditFailure::into_output`, the only way an
+/// envelope gets an `errorCode` (`tests/tidy.rs` checks no other file sets one).
+pub fn mark(env: &mut Envelope, status: Status, code: ErrorCode) {
+    env.status = status;
+    env.error_code = Some(code);
 }
 
 impl From<crate::session::SessionError> for ToolError {
@@ -432,6 +491,7 @@ impl From<crate::session::SessionError> for ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::name::ToolName;
 
     #[test]
     fn needs_initialize_points_at_first_call() {
@@ -439,10 +499,10 @@ mod tests {
             reason: "missing thread_id".into(),
             workspace_root: Some("/w".into()),
         }
-        .into_output("ReadFiles");
+        .into_output(ToolName::ReadFiles);
         let e = &out.envelope;
         assert_eq!(e.status, Status::NeedsInitialize);
-        assert_eq!(e.error_code, Some("needs_initialize"));
+        assert_eq!(e.error_code, Some(ErrorCode::NeedsInitialize));
         let next = e.next_action.as_ref().unwrap();
         assert_eq!(next.tool, "Initialize");
         assert_eq!(next.arguments["workspace_root"], "/w");
@@ -456,7 +516,7 @@ mod tests {
             bound_workspace: "/a".into(),
             supplied_workspace: "/b".into(),
         }
-        .into_output("Initialize");
+        .into_output(ToolName::Initialize);
         assert_eq!(out.envelope.status, Status::Conflict);
         assert_eq!(
             out.envelope.next_action.unwrap().arguments["workspace_root"],

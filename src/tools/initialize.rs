@@ -10,6 +10,7 @@ use crate::runtime::session_key;
 use crate::session::{
     Attached, Binding, Mode, SessionChoice, SessionError, SessionService, ids, overview,
 };
+use crate::tools::name::ToolName;
 use crate::wire::guardian::{Labels, Snapshot};
 use serde_json::{Map, Value, json};
 
@@ -30,7 +31,7 @@ const TYPES: &[&str] = &[
     "user_asked_change_workspace",
 ];
 const MODES: &[&str] = &["wcgw", "architect", "code_writer"];
-const TOOL: &str = "Initialize";
+const TOOL: ToolName = ToolName::Initialize;
 
 /// Parsed arguments.
 struct InitArgs<'a> {
@@ -270,12 +271,14 @@ struct ShellInfo {
 /// Attach to the session's shell, starting one if none is live; `reset` replaces a live one.
 fn ensure_shell(ctx: &ToolContext, b: &Binding, reset: bool) -> Result<ShellInfo, ToolError> {
     let key = session_key(ctx.principal, &b.thread_id);
-    let unavailable = |detail: String| ToolError::ShellUnavailable {
-        detail,
-        pair: SessionPair {
-            thread_id: b.thread_id.clone(),
-            workspace_root: b.workspace_str(),
-        },
+    let unavailable = |e| {
+        ToolError::runtime(
+            e,
+            SessionPair {
+                thread_id: b.thread_id.clone(),
+                workspace_root: b.workspace_str(),
+            },
+        )
     };
     let labels = Labels {
         thread_id: b.thread_id.clone(),

@@ -8,6 +8,7 @@ pub mod bash;
 pub mod catalog;
 pub mod envelope;
 pub mod error;
+pub mod error_code;
 pub mod files;
 pub mod initialize;
 pub mod name;
@@ -132,14 +133,14 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
                 name: shown.clone(),
                 available,
             }
-            .into_output(&shown);
+            .into_output(envelope::CalledTool::Unknown(shown));
         }
     };
     if !ctx.policy.permits(tool) {
         return ToolError::PolicyBlocked {
             tool: tool.as_str().into(),
         }
-        .into_output(tool.as_str());
+        .into_output(tool);
     }
     if let Some(argument) = starts_process(tool, args)
         && !ctx.policy.permits(ToolName::BashCommand)
@@ -148,7 +149,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
             argument,
             needs: ToolName::BashCommand.as_str(),
         }
-        .into_output(tool.as_str());
+        .into_output(tool);
     }
     let result = match tool {
         ToolName::Initialize => initialize::call(ctx, args),
@@ -168,7 +169,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
             available: Vec::new(),
         }),
     };
-    result.unwrap_or_else(|e| e.into_output(tool.as_str()))
+    result.unwrap_or_else(|e| e.into_output(tool))
 }
 
 #[cfg(test)]

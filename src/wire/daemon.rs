@@ -3,8 +3,8 @@
 use super::guardian::{Labels, Snapshot};
 use serde::{Deserialize, Serialize};
 
-/// Control protocol version carried in `Hello`.
-pub const PROTOCOL: u32 = 1;
+/// Control protocol version carried in `Hello`. 2: `Error` carries a `RuntimeError`.
+pub const PROTOCOL: u32 = 2;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -80,8 +80,9 @@ pub enum Response {
         socket: String,
     },
     Done,
+    /// The request failed; what failed is typed, so the adapter can act on it.
     Error {
-        message: String,
+        error: super::error::RuntimeError,
     },
     /// winxd already serves `limit` control connections; retry once one has ended.
     Busy {

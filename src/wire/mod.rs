@@ -2,6 +2,7 @@
 //! big-endian length followed by that many bytes of JSON. Nothing else lives here.
 
 pub mod daemon;
+pub mod error;
 pub mod guardian;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};

@@ -13,12 +13,13 @@ use super::error::{SessionPair, ToolError};
 use crate::runtime::{ClientError, session_key};
 use crate::session::{Binding, Mode};
 use crate::shell::cmdpolicy;
+use crate::tools::name::ToolName;
 use crate::wire::guardian::{GuardianError, ProcessStatus, Request, Response, Wait};
 use action::{Action, POLICIES};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
-const TOOL: &str = "BashCommand";
+const TOOL: ToolName = ToolName::BashCommand;
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     match start(ctx, map, TaskMode::Inline)? {
@@ -137,10 +138,7 @@ pub fn start(
             if matches!(e, ClientError::Gone(_)) {
                 ctx.runtime.forget(&key);
             }
-            ToolError::ShellUnavailable {
-                detail: e.to_string(),
-                pair: pair.clone(),
-            }
+            ToolError::runtime(e.into(), pair.clone())
         })?;
     match resp {
         Response::Action(r) if promote && r.state.process_status == ProcessStatus::Running => Ok(

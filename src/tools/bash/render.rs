@@ -5,7 +5,8 @@ use super::TOOL;
 use crate::shell::output::{self, DEFAULT_OUTPUT_BUDGET_BYTES};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
-use crate::tools::error::{RETRY_AFTER_MS, SessionPair};
+use crate::tools::error::{RETRY_AFTER_MS, SessionPair, mark};
+use crate::tools::error_code::ErrorCode;
 use crate::wire::guardian::{ActionResult, ProcessStatus};
 use serde_json::json;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -71,7 +72,7 @@ pub fn action(
     if let Some(bg) = &s.bg_command_id {
         text.push_str(&format!("bg_command_id: {bg}\n"));
     }
-    let (status, error_code, next_action) = match s.process_status {
+    let (status, code, next_action) = match s.process_status {
         ProcessStatus::Exited | ProcessStatus::Idle => (Status::Completed, None, None),
         ProcessStatus::Running => {
             let mut action_json = json!({"status_check": true});
@@ -79,7 +80,7 @@ pub fn action(
                 action_json["bg_command_id"] = json!(bg);
             }
             let next = NextAction {
-                tool: TOOL.into(),
+                tool: TOOL.as_str().into(),
                 instruction: "The command is still running; check on it (or interrupt with send_specials [\"Ctrl-c\"]).".into(),
                 arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root, "action_json": action_json}),
             };
@@ -91,7 +92,7 @@ pub fn action(
                 instruction: "Reset the shell to continue.".into(),
                 arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id, "workspace_root": pair.workspace_root}),
             };
-            (Status::Failed, Some("shell_exited"), Some(next))
+            (Status::Failed, Some(ErrorCode::ShellExited), Some(next))
         }
     };
     let data = json!({
@@ -107,20 +108,17 @@ pub fn action(
         "retryAfterMs": (s.process_status == ProcessStatus::Running).then_some(RETRY_AFTER_MS),
     });
     let message = format!("BashCommand {action}: {status_line}");
+    let mut envelope = Envelope::completed(TOOL, message, data);
+    envelope.status = status;
+    envelope.retryable = status == Status::Running;
+    envelope.next_action = next_action;
+    if let Some(code) = code {
+        mark(&mut envelope, status, code);
+    }
     ToolOutput {
         images: Vec::new(),
         text,
-        envelope: Envelope {
-            status,
-            tool: TOOL.into(),
-            message,
-            error_code,
-            retryable: status == Status::Running,
-            retry_same_call: false,
-            next_action,
-            required_reads: Vec::new(),
-            data,
-        },
+        envelope,
     }
 }
 

@@ -14,6 +14,7 @@ use crate::shell::redact::Redactor;
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, ToolOutput};
 use crate::tools::error::ToolError;
+use crate::tools::name::ToolName;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -197,7 +198,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         images: Vec::new(),
         text,
         envelope: Envelope::completed(
-            "ContextSave",
+            ToolName::ContextSave,
             format!("ContextSave: saved {id}"),
             json!({"id": id, "files": names, "omitted_files": omitted, "project_root": memory.project_root}),
         ),

@@ -5,6 +5,8 @@ use crate::edit::engine::{CommitError, PlanError};
 use crate::edit::lock::LockError;
 use crate::tools::envelope::{Envelope, NextAction, RequiredRead, Status, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
+use crate::tools::error_code::ErrorCode;
+use crate::tools::name::ToolName;
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -22,7 +24,7 @@ pub enum EditFailure {
     /// A SEARCH block matched nowhere or several places; `region` is worth re-reading.
     SearchConflict {
         path: String,
-        code: &'static str,
+        code: ErrorCode,
         message: String,
         region: Option<(usize, usize)>,
     },
@@ -93,7 +95,14 @@ impl EditFailure {
                 };
                 EditFailure::SearchConflict {
                     path: s(&path),
-                    code: error.code(),
+                    code: match &error {
+                        crate::edit::search_replace::MatchError::NotFound { .. } => {
+                            ErrorCode::SearchBlockNotFound
+                        }
+                        crate::edit::search_replace::MatchError::Ambiguous { .. } => {
+                            ErrorCode::SearchBlockAmbiguous
+                        }
+                    },
                     message: error.to_string(),
                     region,
                 }
@@ -147,26 +156,26 @@ impl EditFailure {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            EditFailure::NeedsRead { .. } => "read_required",
-            EditFailure::SearchMalformed { .. } => "search_block_malformed",
-            EditFailure::SearchConflict { code, .. } => code,
-            EditFailure::PathDenied { .. } => "path_not_allowed",
-            EditFailure::FileUnusable { .. } => "file_unusable",
+            EditFailure::NeedsRead { .. } => ErrorCode::ReadRequired,
+            EditFailure::SearchMalformed { .. } => ErrorCode::SearchBlockMalformed,
+            EditFailure::SearchConflict { code, .. } => *code,
+            EditFailure::PathDenied { .. } => ErrorCode::PathNotAllowed,
+            EditFailure::FileUnusable { .. } => ErrorCode::FileUnusable,
             EditFailure::NotRegular { path, kind } => ToolError::NotRegularFile {
                 path: path.clone(),
                 kind: *kind,
             }
             .error_code(),
-            EditFailure::PatchInvalid { .. } => "invalid_patch",
-            EditFailure::PartialCommit { .. } => "partial_commit",
-            EditFailure::RecoveryExhausted { .. } => "recovery_exhausted",
-            EditFailure::LockUnavailable { .. } => "edit_lock_unavailable",
+            EditFailure::PatchInvalid { .. } => ErrorCode::InvalidPatch,
+            EditFailure::PartialCommit { .. } => ErrorCode::PartialCommit,
+            EditFailure::RecoveryExhausted { .. } => ErrorCode::RecoveryExhausted,
+            EditFailure::LockUnavailable { .. } => ErrorCode::EditLockUnavailable,
         }
     }
 
-    pub fn into_output(self, tool: &str, pair: &SessionPair) -> ToolOutput {
+    pub fn into_output(self, tool: ToolName, pair: &SessionPair) -> ToolOutput {
         let code = self.code();
         let read_action = |path: &str, ranges: &[String], why: &str| NextAction {
             tool: "ReadFiles".into(),

@@ -17,6 +17,7 @@ use crate::tools::ToolContext;
 use crate::tools::bash::action::Action;
 use crate::tools::envelope::{Envelope, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
+use crate::tools::name::ToolName;
 use crate::tools::state::SessionState;
 use crate::tools::state::conflicts::CONFLICTS_BEFORE_EXHAUSTED;
 use serde_json::json;
@@ -42,7 +43,7 @@ fn recover(journal: &std::path::Path, locks: &std::path::Path) {
 /// call's arguments, the receipt key); failures come back as finished results.
 pub fn run(
     ctx: &ToolContext,
-    tool: &str,
+    tool: ToolName,
     binding: &Binding,
     args: &serde_json::Map<String, serde_json::Value>,
     edits: Vec<FileEdit>,
@@ -55,7 +56,7 @@ pub fn run(
 
 fn run_once(
     ctx: &ToolContext,
-    tool: &str,
+    tool: ToolName,
     binding: &Binding,
     edits: Vec<FileEdit>,
     verify: Option<Verify>,
@@ -142,7 +143,7 @@ fn run_once(
     })
 }
 
-fn failure(tool: &str, state: &SessionState, pair: &SessionPair, e: PlanError) -> ToolOutput {
+fn failure(tool: ToolName, state: &SessionState, pair: &SessionPair, e: PlanError) -> ToolOutput {
     let f = EditFailure::from_plan(e);
     if let EditFailure::SearchConflict { path, .. } = &f {
         let seen = state.conflicts.lock().count(path, unix_ms());

@@ -16,13 +16,16 @@ use crate::tools::ToolContext;
 use crate::tools::args::type_name;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::ToolError;
+use crate::tools::error::mark;
+use crate::tools::error_code::ErrorCode;
+use crate::tools::name::ToolName;
 use base64::Engine;
 use image::imageops::FilterType;
 use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 use serde_json::{Map, Value, json};
 use std::io::{Cursor, Read};
 
-const TOOL: &str = "ReadImage";
+const TOOL: ToolName = ToolName::ReadImage;
 const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_path", "force"];
 
 /// Largest source file read at all.
@@ -133,10 +136,9 @@ fn describe_unsupported(head: &[u8]) -> &'static str {
 }
 
 /// A refusal with its own status, code and data.
-fn refusal(status: Status, code: &'static str, message: String, data: Value) -> ToolOutput {
+fn refusal(status: Status, code: ErrorCode, message: String, data: Value) -> ToolOutput {
     let mut env = Envelope::completed(TOOL, message.clone(), data);
-    env.status = status;
-    env.error_code = Some(code);
+    mark(&mut env, status, code);
     env.retryable = matches!(status, Status::InvalidInput);
     ToolOutput {
         text: format!("Error ({code}): {message}"),
@@ -243,7 +245,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Err(BeneathError::Denied(e)) => {
             return Ok(refusal(
                 Status::PolicyBlocked,
-                "path_outside_allowed_roots",
+                ErrorCode::PathOutsideAllowedRoots,
                 format!("{raw}: {e}"),
                 json!({"path": raw}),
             ));
@@ -252,7 +254,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             let msg = format!("{raw}: is a directory");
             return Ok(refusal(
                 Status::InvalidInput,
-                "is_directory",
+                ErrorCode::IsDirectory,
                 msg,
                 json!({"path": raw}),
             ));
@@ -265,11 +267,11 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         }
         Err(e) => {
             let (code, msg) = match &e {
-                BeneathError::NotFound => ("file_not_found", "no such file".to_string()),
+                BeneathError::NotFound => (ErrorCode::FileNotFound, "no such file".to_string()),
                 BeneathError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
-                    ("permission_denied", "permission denied".to_string())
+                    (ErrorCode::PermissionDenied, "permission denied".to_string())
                 }
-                other => ("io_error", format!("cannot open: {other}")),
+                other => (ErrorCode::IoError, format!("cannot open: {other}")),
             };
             return Ok(refusal(
                 Status::InvalidInput,
@@ -280,7 +282,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         }
     };
     let shown = path.to_string_lossy().into_owned();
-    let unusable = |code: &'static str, msg: String| {
+    let unusable = |code: ErrorCode, msg: String| {
         Ok(refusal(
             Status::InvalidInput,
             code,
@@ -290,17 +292,17 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     };
     let meta = match file.metadata() {
         Ok(m) => m,
-        Err(e) => return unusable("io_error", format!("cannot stat: {e}")),
+        Err(e) => return unusable(ErrorCode::IoError, format!("cannot stat: {e}")),
     };
     if meta.is_dir() {
-        return unusable("is_directory", "is a directory".into());
+        return unusable(ErrorCode::IsDirectory, "is a directory".into());
     }
     if !meta.is_file() {
-        return unusable("not_regular_file", "not a regular file".into());
+        return unusable(ErrorCode::NotRegularFile, "not a regular file".into());
     }
     if meta.len() > MAX_SOURCE_BYTES {
         return unusable(
-            "file_too_large",
+            ErrorCode::FileTooLarge,
             format!(
                 "{} bytes; the source limit is {MAX_SOURCE_BYTES} bytes",
                 meta.len()
@@ -310,11 +312,11 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     // Read at most one byte past the cap: a file growing under us is still refused.
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     if let Err(e) = file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes) {
-        return unusable("io_error", format!("read failed: {e}"));
+        return unusable(ErrorCode::IoError, format!("read failed: {e}"));
     }
     if bytes.len() as u64 > MAX_SOURCE_BYTES {
         return unusable(
-            "file_too_large",
+            ErrorCode::FileTooLarge,
             format!("grew past the source limit of {MAX_SOURCE_BYTES} bytes"),
         );
     }
@@ -323,7 +325,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Err(detected) => {
             return Ok(refusal(
                 Status::InvalidInput,
-                "invalid_tool_input",
+                ErrorCode::InvalidToolInput,
                 format!(
                     "{shown} is not a supported image: its content looks like {detected} \
                      (supported: JPEG, PNG, GIF, WebP; the file name is not trusted)"
@@ -356,7 +358,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Err(image::ImageError::Limits(e)) => {
             return Ok(refusal(
                 Status::InvalidInput,
-                "image_too_large",
+                ErrorCode::ImageTooLarge,
                 format!(
                     "{shown}: decoding refused by limits ({e}); at most \
                      {MAX_DECODED_EDGE}×{MAX_DECODED_EDGE} px and {MAX_DECODE_ALLOC} bytes \
@@ -367,7 +369,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         }
         Err(e) => {
             return unusable(
-                "image_decode_failed",
+                ErrorCode::ImageDecodeFailed,
                 format!("not a valid {} image: {e}", kind.name()),
             );
         }
@@ -384,7 +386,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     } else {
         match reencode(&img) {
             Ok(d) => d,
-            Err(msg) => return unusable("image_encode_failed", msg),
+            Err(msg) => return unusable(ErrorCode::ImageEncodeFailed, msg),
         }
     };
     let resized = (delivered.width, delivered.height) != (sw, sh);

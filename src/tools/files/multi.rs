@@ -12,6 +12,7 @@ use crate::tools::ToolContext;
 use crate::tools::args::{Args, MAX_LIST_ITEMS, type_name};
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::ToolError;
+use crate::tools::name::ToolName;
 use serde_json::{Map, Value};
 
 const VERIFY: [&str; 2] = ["verify_command", "verify_wait_for_seconds"];
@@ -100,7 +101,7 @@ pub fn multi_file_edit(
     }
     edits::run(
         ctx,
-        "MultiFileEdit",
+        ToolName::MultiFileEdit,
         &binding,
         map,
         edits,
@@ -119,7 +120,7 @@ pub fn apply_patch(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
     };
     edits::run(
         ctx,
-        "ApplyPatch",
+        ToolName::ApplyPatch,
         &binding,
         map,
         vec![edit],
@@ -147,7 +148,7 @@ pub fn edit_files(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOut
             undo.insert("file_path".into(), p);
         }
         let mut out = super::undo::call(ctx, &undo)?;
-        out.envelope.tool = "EditFiles".into();
+        out.envelope.tool = ToolName::EditFiles.into();
         return Ok(out);
     }
     let mut edits = Vec::new();
@@ -181,7 +182,14 @@ pub fn edit_files(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOut
         };
         edits.push(FileEdit { path, op });
     }
-    edits::run(ctx, "EditFiles", &binding, map, edits, verify_args(map)?)
+    edits::run(
+        ctx,
+        ToolName::EditFiles,
+        &binding,
+        map,
+        edits,
+        verify_args(map)?,
+    )
 }
 
 #[cfg(test)]

@@ -9,9 +9,12 @@ use crate::files::read::{DEFAULT_CALL_BUDGET_BYTES, read_batch};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::ToolError;
+use crate::tools::error::mark;
+use crate::tools::error_code::ErrorCode;
+use crate::tools::name::ToolName;
 use serde_json::{Map, Value, json};
 
-const TOOL: &str = "ReadFiles";
+const TOOL: ToolName = ToolName::ReadFiles;
 const FIELDS: &[&str] = &["thread_id", "workspace_root", "file_paths"];
 /// Most paths in one call: a batch beyond this is better split (and bounds the pool).
 pub const MAX_PATHS: usize = 64;
@@ -113,7 +116,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     );
     env.status = status;
     if failed > 0 {
-        env.error_code = Some("read_failed");
+        mark(&mut env, status, ErrorCode::ReadFailed);
     }
     Ok(ToolOutput {
         images: Vec::new(),

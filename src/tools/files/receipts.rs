@@ -10,7 +10,9 @@ use crate::session::Binding;
 use crate::store::receipts::Receipt;
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
-use crate::tools::error::ToolError;
+use crate::tools::error::{ToolError, mark};
+use crate::tools::error_code::ErrorCode;
+use crate::tools::name::ToolName;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -36,12 +38,12 @@ fn store_err(e: crate::store::StoreError) -> ToolError {
 /// Run `body` under the receipt rules.
 pub fn guarded(
     ctx: &ToolContext,
-    tool: &str,
+    tool: ToolName,
     binding: &Binding,
     args: &Map<String, Value>,
     body: impl FnOnce() -> Result<ToolOutput, ToolError>,
 ) -> Result<ToolOutput, ToolError> {
-    let key = call_key(ctx.principal, &binding.thread_id, tool, args);
+    let key = call_key(ctx.principal, &binding.thread_id, tool.as_str(), args);
     // The session's state stays held (never evicted) while the call is in flight.
     let state = ctx.states.of(ctx.principal, &binding.thread_id);
     let _flight = state.flights.enter(&key);
@@ -76,7 +78,7 @@ pub fn guarded(
     }
     let out = body()?;
     let committed = out.envelope.data["edit_applied"] == json!(true)
-        && out.envelope.error_code != Some("partial_commit");
+        && out.envelope.error_code != Some(ErrorCode::PartialCommit);
     if committed {
         let targets: Vec<(String, String)> = out.envelope.data["files"]
             .as_array()
@@ -105,7 +107,7 @@ pub fn guarded(
     Ok(out)
 }
 
-fn replay(tool: &str, r: &Receipt) -> ToolOutput {
+fn replay(tool: ToolName, r: &Receipt) -> ToolOutput {
     let mut data: Value = serde_json::from_str(&r.data).unwrap_or_else(|_| json!({}));
     data["replayed"] = json!(true);
     ToolOutput {
@@ -122,7 +124,7 @@ fn replay(tool: &str, r: &Receipt) -> ToolOutput {
     }
 }
 
-fn changed_since(tool: &str, binding: &Binding, changed: Vec<String>) -> ToolOutput {
+fn changed_since(tool: ToolName, binding: &Binding, changed: Vec<String>) -> ToolOutput {
     let message = format!(
         "{tool}: this exact call was committed before, and {} changed since; not overwriting newer state",
         changed.join(", ")
@@ -132,8 +134,11 @@ fn changed_since(tool: &str, binding: &Binding, changed: Vec<String>) -> ToolOut
         message.clone(),
         json!({"edit_applied": false, "changed": changed}),
     );
-    env.status = Status::Conflict;
-    env.error_code = Some("mutation_postcondition_changed");
+    mark(
+        &mut env,
+        Status::Conflict,
+        ErrorCode::MutationPostconditionChanged,
+    );
     env.next_action = Some(NextAction {
         tool: "ReadFiles".into(),
         instruction: "Re-read the changed files, then decide on a new edit.".into(),

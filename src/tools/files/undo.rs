@@ -6,7 +6,9 @@ use crate::edit::atomic;
 use crate::edit::engine::{MAX_EDIT_FILE_BYTES, Planned, revision};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, Status, ToolOutput};
-use crate::tools::error::ToolError;
+use crate::tools::error::{ToolError, mark};
+use crate::tools::error_code::ErrorCode;
+use crate::tools::name::ToolName;
 use crate::tools::state::undo::FileState;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
@@ -98,7 +100,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         images: Vec::new(),
         text,
         envelope: Envelope::completed(
-            "UndoEdit",
+            ToolName::UndoEdit,
             "UndoEdit: restored the files of one edit",
             json!({"files": restored}),
         ),
@@ -106,9 +108,8 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
 }
 
 fn refusal(message: &str) -> ToolOutput {
-    let mut env = Envelope::completed("UndoEdit", message, json!({}));
-    env.status = Status::Conflict;
-    env.error_code = Some("undo_refused");
+    let mut env = Envelope::completed(ToolName::UndoEdit, message, json!({}));
+    mark(&mut env, Status::Conflict, ErrorCode::UndoRefused);
     ToolOutput {
         images: Vec::new(),
         text: format!("Error (undo_refused): {message}"),

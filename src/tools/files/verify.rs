@@ -7,7 +7,9 @@ use crate::session::Binding;
 use crate::tools::ToolContext;
 use crate::tools::args::Args;
 use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
-use crate::tools::error::{SessionPair, ToolError};
+use crate::tools::error::{SessionPair, ToolError, mark};
+use crate::tools::error_code::ErrorCode;
+use crate::tools::name::ToolName;
 use crate::wire::guardian::{ProcessStatus, Request, Response, Wait};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -88,8 +90,11 @@ pub fn verify_after(
                     env.next_action = shown.envelope.next_action;
                 }
                 _ => {
-                    env.status = Status::CompletedWithIssues;
-                    env.error_code = Some("verification_failed");
+                    mark(
+                        env,
+                        Status::CompletedWithIssues,
+                        ErrorCode::VerificationFailed,
+                    );
                     env.message = format!(
                         "{}; verification failed (exit {:?})",
                         env.message, r.state.exit_code
@@ -99,14 +104,20 @@ pub fn verify_after(
             }
         }
         Ok(Response::Error(e)) => {
-            env.status = Status::CompletedWithIssues;
-            env.error_code = Some("verification_failed");
+            mark(
+                env,
+                Status::CompletedWithIssues,
+                ErrorCode::VerificationFailed,
+            );
             env.message = format!("{}; verification could not run: {e:?}", env.message);
             env.next_action = Some(rerun);
         }
         Ok(_) | Err(_) => {
-            env.status = Status::CompletedWithIssues;
-            env.error_code = Some("verification_failed");
+            mark(
+                env,
+                Status::CompletedWithIssues,
+                ErrorCode::VerificationFailed,
+            );
             env.message = format!("{}; verification could not run", env.message);
             env.next_action = Some(rerun);
         }
@@ -140,9 +151,9 @@ pub fn verify_edit(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
         workspace_root: binding.workspace_str(),
     };
     let mut text = String::new();
-    let mut env = Envelope::completed("VerifyEdit", "VerifyEdit: check passed", json!({}));
+    let mut env = Envelope::completed(ToolName::VerifyEdit, "VerifyEdit: check passed", json!({}));
     verify_after(ctx, &binding, &pair, &v, &mut text, &mut env);
-    if env.error_code == Some("verification_failed") {
+    if env.error_code == Some(ErrorCode::VerificationFailed) {
         env.message = "VerifyEdit: check failed".into();
     }
     Ok(ToolOutput {

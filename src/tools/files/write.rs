@@ -7,9 +7,10 @@ use crate::edit::engine::{FileEdit, Op};
 use crate::tools::ToolContext;
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::ToolError;
+use crate::tools::name::ToolName;
 use serde_json::{Map, Value};
 
-const TOOL: &str = "FileWriteOrEdit";
+const TOOL: ToolName = ToolName::FileWriteOrEdit;
 const FIELDS: &[&str] = &[
     "thread_id",
     "workspace_root",
