@@ -5,24 +5,8 @@ mod support;
 use serde_json::{Value, json};
 use support::{Agent, text};
 
-/// Every test here runs against both runtimes, the daemon (winxd + guardian processes)
-/// and the embedded one (guardian threads in the adapter), and with zsh as the shell.
-macro_rules! both_runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod daemon {
-            $(#[test] fn $name() { super::$name("daemon") })*
-        }
-        mod embedded {
-            $(#[test] fn $name() { super::$name("embedded") })*
-        }
-        /// zsh (`WINX_SHELL=zsh`, daemon runtime); `make test` installs zsh if missing.
-        mod zsh {
-            $(#[test] fn $name() { super::$name("zsh") })*
-        }
-    };
-}
-
-both_runtimes!(
+// Daemon, embedded and zsh variants of every test below (`support::each_runtime`).
+each_runtime!(
     commands_report_output_exit_code_and_cwd,
     text_is_never_executed_and_bad_actions_are_refused,
     long_output_is_truncated_with_a_marker_and_spilled_in_full,

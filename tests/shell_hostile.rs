@@ -12,21 +12,8 @@ use support::{Agent, Opts, processes_mentioning};
 /// Floods use the whole CPU: run them one at a time so each measures alone.
 static FLOOD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-macro_rules! runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod daemon {
-            $(#[test] fn $name() { super::$name("daemon") })*
-        }
-        mod embedded {
-            $(#[test] fn $name() { super::$name("embedded") })*
-        }
-        mod zsh {
-            $(#[test] fn $name() { super::$name("zsh") })*
-        }
-    };
-}
-
-runtimes!(
+// Daemon, embedded and zsh variants of every test below (`support::each_runtime`).
+each_runtime!(
     a_flooding_command_leaves_the_guardian_responsive,
     printed_markers_never_end_a_call,
     history_expansion_is_off_and_a_discarded_line_ends_the_call,

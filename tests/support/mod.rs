@@ -434,3 +434,21 @@ pub fn python() -> PathBuf {
     );
     p
 }
+
+/// Each named test function (`fn name(rt: &str)`) runs as three tests: against the daemon
+/// runtime (winxd + guardian processes), the embedded one (guardian threads in the
+/// adapter), and with zsh as the shell (`"zsh"`; `make test` installs zsh if missing).
+#[macro_export]
+macro_rules! each_runtime {
+    ($($name:ident),* $(,)?) => {
+        mod daemon {
+            $(#[test] fn $name() { super::$name("daemon") })*
+        }
+        mod embedded {
+            $(#[test] fn $name() { super::$name("embedded") })*
+        }
+        mod zsh {
+            $(#[test] fn $name() { super::$name("zsh") })*
+        }
+    };
+}
