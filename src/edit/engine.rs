@@ -124,12 +124,18 @@ pub enum CommitError {
 pub struct EditContext<'a> {
     /// The calling session's read permits.
     pub coverage: &'a Coverage,
+    /// The session's permit of a path kept outside memory (the state store), asked only
+    /// when `coverage` holds nothing for the file's current revision.
+    pub stored: &'a StoredPermits<'a>,
     pub workspace: &'a Path,
     pub allow: &'a AllowPaths,
     pub mode: &'a Mode,
 }
 
 pub use crate::files::read::revision_of as revision;
+
+/// A lookup of a stored permit: (revision, ranges) of a canonical path.
+pub type StoredPermits<'a> = dyn Fn(&Path) -> Option<(String, Vec<(usize, usize)>)> + 'a;
 
 fn line_count(s: &str) -> usize {
     s.lines().count()
@@ -170,6 +176,8 @@ fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
         if !existed || old.is_empty() {
             return Ok(());
         }
+        ctx.coverage
+            .hydrate(&path, &old_revision, || (ctx.stored)(&path));
         let gaps = ctx.coverage.unread(&path, &old_revision, wanted);
         if gaps.is_empty() {
             Ok(())

@@ -29,6 +29,7 @@ impl Fix {
     fn ctx(&self) -> EditContext<'_> {
         EditContext {
             coverage: &self.coverage,
+            stored: &|_| None,
             workspace: &self.ws,
             allow: &self.allow,
             mode: &self.mode,

@@ -3,8 +3,10 @@
 //! Each session has its own `Coverage` (held by the tools' session-state registry).
 //!
 //! Invariant: coverage is only ever granted by a successful read or by the session's own
-//! committed edit; it lives in adapter memory, so a restarted adapter (or a session whose
-//! state was evicted) asks for reads again (safe, never permissive).
+//! committed edit. It lives in adapter memory; reads are also written to the state store
+//! (`store::permits`, by the tools), and a miss here — no permit for the current revision,
+//! as after an adapter restart or an eviction — loads the stored one through `hydrate`,
+//! which adopts it only when its revision is exactly the one wanted.
 
 use super::ranges::merge;
 use parking_lot::Mutex;
@@ -94,6 +96,40 @@ impl Coverage {
         }
     }
 
+    /// Does the session hold a permit for `path` at exactly `revision`?
+    pub fn holds(&self, path: &Path, revision: &str) -> bool {
+        matches!(self.inner.lock().entries.get(path), Some(e) if e.revision == revision)
+    }
+
+    /// The session's permit of `path`: its revision and merged ranges.
+    pub fn permit(&self, path: &Path) -> Option<(String, Vec<(usize, usize)>)> {
+        let all = self.inner.lock();
+        all.entries
+            .get(path)
+            .map(|e| (e.revision.clone(), e.ranges.clone()))
+    }
+
+    /// On a miss (nothing held for `revision`), ask `load` for a permit kept elsewhere
+    /// (revision, ranges) and adopt its ranges only if its revision is exactly `revision`:
+    /// a permit of another revision counts for nothing. `load` runs without the lock.
+    pub fn hydrate(
+        &self,
+        path: &Path,
+        revision: &str,
+        load: impl FnOnce() -> Option<(String, Vec<(usize, usize)>)>,
+    ) {
+        if self.holds(path, revision) {
+            return;
+        }
+        if let Some((stored, ranges)) = load()
+            && stored == revision
+        {
+            for r in ranges {
+                self.grant(path, revision, r);
+            }
+        }
+    }
+
     /// Ranges of `wanted` the session has not read at `revision` (empty: permitted).
     pub fn unread(
         &self,
@@ -134,5 +170,17 @@ mod tests {
         );
         c.grant(p, "sha256:2", (4, 4));
         assert_eq!(c.unread(p, "sha256:2", (1, 10)), vec![(1, 3), (5, 10)]);
+    }
+
+    #[test]
+    fn hydrate_adopts_only_the_wanted_revision_and_only_on_a_miss() {
+        let c = Coverage::default();
+        let p = Path::new("/w/a.rs");
+        c.hydrate(p, "r2", || Some(("r1".into(), vec![(1, 10)])));
+        assert_eq!(c.unread(p, "r2", (1, 1)), vec![(1, 1)], "older revision");
+        c.hydrate(p, "r1", || Some(("r1".into(), vec![(1, 3), (8, 10)])));
+        assert_eq!(c.unread(p, "r1", (1, 10)), vec![(4, 7)]);
+        c.hydrate(p, "r1", || panic!("held: no lookup"));
+        assert_eq!(c.permit(p), Some(("r1".into(), vec![(1, 3), (8, 10)])));
     }
 }

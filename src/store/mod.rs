@@ -3,6 +3,7 @@
 //! Invariant: the directory is 0700 and the database files are 0600 before any row is
 //! written; schema changes happen only through the numbered `MIGRATIONS`.
 
+pub mod permits;
 pub mod receipts;
 pub mod sessions;
 pub mod tasks;
@@ -55,6 +56,17 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;",
     // 4: which process runs a task (`pid:start`), so only a dead owner's task is taken over.
     "ALTER TABLE tasks ADD COLUMN owner TEXT;",
+    // 5: read permits per session and canonical path (bytes), so they outlive the adapter.
+    "CREATE TABLE read_permits (
+        principal TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        path BLOB NOT NULL,
+        revision TEXT NOT NULL,
+        ranges TEXT NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (principal, thread_id, path)
+    ) STRICT;
+    CREATE INDEX read_permits_age ON read_permits (updated_at_ms);",
 ];
 
 /// A store failure, with what was being done.

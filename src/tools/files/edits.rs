@@ -73,8 +73,10 @@ fn run_once(
         };
         crate::tools::bash::enforce_mode(binding, &act, false)?;
     }
+    let stored = |p: &std::path::Path| super::permits::load(ctx, &binding.thread_id, p);
     let ectx = EditContext {
         coverage: &state.coverage,
+        stored: &stored,
         workspace: &binding.workspace_root,
         allow: ctx.allow_paths,
         mode: &binding.mode,

@@ -5,6 +5,7 @@ pub mod edit_error;
 pub mod edits;
 pub mod image;
 pub mod multi;
+pub mod permits;
 pub mod read_files;
 pub mod receipts;
 pub mod undo;

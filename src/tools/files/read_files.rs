@@ -66,6 +66,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     )
     .into_iter();
     let (mut text, mut files, mut failures) = (String::new(), Vec::new(), Vec::new());
+    let mut granted = Vec::new();
     for (raw, spec) in paths.iter().zip(&specs) {
         let outcome = match spec {
             Err((p, msg, code)) => Err((p.clone(), msg.clone(), *code)),
@@ -78,11 +79,16 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         match outcome {
             Ok(r) => {
                 let path = r.canonical.to_string_lossy().into_owned();
+                // Reads of the same revision in an earlier adapter add to this one's.
+                state.coverage.hydrate(&r.canonical, &r.revision, || {
+                    super::permits::load(ctx, &binding.thread_id, &r.canonical)
+                });
                 if r.visible.0 > 0 {
                     state.coverage.grant(&r.canonical, &r.revision, r.visible);
                 } else {
                     state.coverage.grant(&r.canonical, &r.revision, (1, 0));
                 }
+                granted.push(r.canonical.clone());
                 let shown = if r.visible.0 == 0 {
                     "empty file".to_string()
                 } else {
@@ -103,6 +109,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             }
         }
     }
+    super::permits::save(ctx, &binding.thread_id, &state.coverage, &granted);
     let (ok, failed) = (files.len(), failures.len());
     let status = if failed == 0 {
         Status::Completed

@@ -39,7 +39,8 @@ pub fn session_key(principal: &str, thread_id: &str) -> String {
 /// One session's in-memory state; each part behind its own lock.
 #[derive(Default)]
 pub struct SessionState {
-    /// Read permits (`files::coverage`): lost on eviction, re-requested with `needs_read`.
+    /// Read permits (`files::coverage`): on eviction, reads come back from the state store
+    /// (`store::permits`); permits an edit granted are re-requested with `needs_read`.
     pub coverage: Coverage,
     /// Pre-edit bytes of the last edits (best effort: lost on eviction).
     pub undo: Mutex<undo::Checkpoints>,
