@@ -16,13 +16,28 @@ pub enum Lane {
     Work,
 }
 
+/// Methods answered from memory. Anything else — `tasks/result` (may wait for a task),
+/// `prompts/get` (runs `git ls-files`, asks a guardian for its snapshot), methods added
+/// later — runs on the work lane unless listed here.
+const CONTROL: &[&str] = &[
+    "ping",
+    "initialize",
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/read",
+    "tasks/get",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/update",
+];
+
 pub fn classify(req: &Request) -> Lane {
     match req.method.as_str() {
         "tools/call" => tool_lane(&req.params),
-        // `tasks/result` may wait for a task; the handoff prompt runs `git ls-files` and
-        // asks a running guardian for its snapshot.
-        "tasks/result" | "prompts/get" => Lane::Work,
-        _ => Lane::Control,
+        m if CONTROL.contains(&m) => Lane::Control,
+        _ => Lane::Work,
     }
 }
 
@@ -65,6 +80,7 @@ mod tests {
         assert_eq!(classify(&req("ping", json!({}))), Lane::Control);
         assert_eq!(classify(&req("tasks/get", json!({}))), Lane::Control);
         assert_eq!(classify(&req("tasks/result", json!({}))), Lane::Work);
+        assert_eq!(classify(&req("some/new_method", json!({}))), Lane::Work);
         assert_eq!(classify(&req("prompts/get", json!({}))), Lane::Work);
         assert_eq!(classify(&req("resources/read", json!({}))), Lane::Control);
         let bash = |action: Value| {
