@@ -85,8 +85,9 @@ fn server(limit: Option<&str>) -> Server {
     )
 }
 
-/// 500 sessions through a registry of 64: the oldest session lost its read permit (its
-/// edit asks for the read again), the newest kept its own, and memory stays flat.
+/// 500 sessions through a registry of 64: memory stays flat, the newest session kept its
+/// permit in memory, evicted ones get theirs back from the store only for an unchanged
+/// revision.
 #[test]
 fn sessions_beyond_the_limit_are_evicted_and_memory_stays_bounded() {
     let s = server(Some("64"));
@@ -109,12 +110,21 @@ fn sessions_beyond_the_limit_are_evicted_and_memory_stays_bounded() {
     let newest = &sessions[499];
     let r = edit(&mut c, newest, "one", "two");
     assert_eq!(status(&r), "completed", "{r}");
-    // The oldest was evicted: its permit is asked for again, never assumed.
+    // The oldest was evicted from memory: its read comes back from the state store
+    // (`read_permits`), valid only while the file keeps the revision that was read.
     let oldest = &sessions[0];
+    std::fs::write(
+        std::path::Path::new(&oldest.workspace).join("a.txt"),
+        "one\nchanged since the read\n",
+    )
+    .unwrap();
     let r = edit(&mut c, oldest, "one", "two");
     assert_eq!(status(&r), "needs_read", "{r}");
     read(&mut c, oldest);
     let r = edit(&mut c, oldest, "one", "two");
+    assert_eq!(status(&r), "completed", "{r}");
+    // Another evicted session whose file is unchanged edits on its stored permit.
+    let r = edit(&mut c, &sessions[1], "one", "two");
     assert_eq!(status(&r), "completed", "{r}");
 }
 
