@@ -180,17 +180,7 @@ fn principal_config_problems_are_startup_failures() {
     ];
     for (toml, needle) in cases {
         let cfg = principal_config(&home, &toml);
-        let out = home.start_failing(
-            &[
-                "serve",
-                "--http",
-                "--bind",
-                "127.0.0.1:0",
-                "--principal-config",
-                &cfg,
-            ],
-            &[],
-        );
+        let out = home.principal_config_failure(&cfg);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{toml}: {err}");
         assert!(

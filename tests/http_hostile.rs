@@ -302,17 +302,7 @@ fn a_token_file_given_as_principal_config_is_not_echoed() {
         format!("[[principals]]\n{secret} = \"x\"\n"),
     ] {
         let file = home.secret("tok", &contents);
-        let out = home.start_failing(
-            &[
-                "serve",
-                "--http",
-                "--bind",
-                "127.0.0.1:0",
-                "--principal-config",
-                &file,
-            ],
-            &[],
-        );
+        let out = home.principal_config_failure(&file);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("principal config"), "{err}");

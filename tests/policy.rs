@@ -253,17 +253,7 @@ fn workspace_roots_confine_where_a_principal_binds_workspaces() {
 fn a_workspace_root_that_does_not_exist_is_a_startup_error() {
     let home = Home::new();
     let cfg = two_principals(&home, "workspace_roots = [\"/nonexistent/winx-root\"]");
-    let out = home.start_failing(
-        &[
-            "serve",
-            "--http",
-            "--bind",
-            "127.0.0.1:0",
-            "--principal-config",
-            &cfg,
-        ],
-        &[],
-    );
+    let out = home.principal_config_failure(&cfg);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -65,6 +65,21 @@ impl Home {
         cmd
     }
 
+    /// A loopback `serve --http` start with the principal config `cfg` that must fail.
+    pub fn principal_config_failure(&self, cfg: &str) -> Output {
+        self.start_failing(
+            &[
+                "serve",
+                "--http",
+                "--bind",
+                "127.0.0.1:0",
+                "--principal-config",
+                cfg,
+            ],
+            &[],
+        )
+    }
+
     /// Run a server start that must fail; returns its output (bounded by HARD_TIMEOUT).
     pub fn start_failing(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let child = self
