@@ -12,7 +12,7 @@ use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
 use crate::deadline::Deadline;
 use crate::wire::Hello;
-use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, Wait};
+use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, SecretValues, Wait};
 use nix::libc;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, RawFd};
@@ -422,6 +422,11 @@ impl EventLoop {
                 seen_total: 0,
                 settle_at: None,
             }),
+            Request::Secrets { learn } => {
+                self.session.secrets.learn_all(&learn.0);
+                let values = SecretValues(self.session.secrets.values().to_vec());
+                self.respond(client, &Response::Secrets { values })
+            }
             Request::Screen { lines, diff } => {
                 let r = self.session.screen(lines, diff);
                 self.respond(client, &r)
@@ -502,6 +507,7 @@ impl EventLoop {
                         text,
                         next,
                         skipped,
+                        secrets: SecretValues(self.session.secrets.values().to_vec()),
                     }
                 }
                 WaitKind::Reset => Response::Error(GuardianError::Io {

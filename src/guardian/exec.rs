@@ -191,6 +191,7 @@ impl Execution {
             omitted_bytes,
             journal_path: self.log.journal_path(),
             journal_error: self.log.journal_error.clone(),
+            secrets: Default::default(),
         }
     }
 }

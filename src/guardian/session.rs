@@ -7,12 +7,14 @@
 
 use super::completion::Pending;
 use super::exec::{Execution, OutputLog};
+use super::harvest::Harvester;
 use super::shell::{self, Shell, ShellSpec};
 use crate::deadline::unix_ms;
 use crate::shell::marker::{Marker, Piece, new_nonce};
 use crate::shell::pty;
+use crate::shell::secrets::KnownSecrets;
 use crate::wire::guardian::{
-    ActionResult, CommandState, GuardianError, ProcessStatus, Response, Snapshot,
+    ActionResult, CommandState, GuardianError, ProcessStatus, Response, SecretValues, Snapshot,
 };
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -38,6 +40,7 @@ fn new_screen() -> vt100::Parser {
 
 pub struct Background {
     pub exec: Execution,
+    harvest: Harvester,
     pub pid: i32,
     pub master: Option<OwnedFd>,
     pub finished_at_ms: Option<i64>,
@@ -67,6 +70,9 @@ pub struct Session {
     pub transcript: OutputLog,
     /// The newest marker not yet confirmed by the shell's idleness.
     pending: Pending,
+    /// Secret values seen in this session (starting env, commands, output).
+    pub secrets: KnownSecrets,
+    harvest: Harvester,
 }
 
 /// What reading a PTY produced, for the event loop's waiters.
@@ -84,7 +90,6 @@ impl Session {
         let now = unix_ms();
         Ok(Session {
             cwd: spec.workspace.clone(),
-            spec,
             shell,
             fg: None,
             vt: new_screen(),
@@ -102,6 +107,9 @@ impl Session {
             finished_journals: std::collections::VecDeque::new(),
             transcript: OutputLog::new(None),
             pending: Pending::default(),
+            secrets: KnownSecrets::from_env(&spec.env),
+            harvest: Harvester::default(),
+            spec,
         })
     }
 
@@ -120,6 +128,7 @@ impl Session {
             match piece {
                 Piece::Output(b) => {
                     self.vt.process(&b);
+                    self.harvest.feed(&b, &mut self.secrets);
                     self.transcript.append(&b);
                     if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
                         e.log.append(&b);
@@ -190,6 +199,7 @@ impl Session {
 
     pub fn on_bg_output(&mut self, id: &str, bytes: &[u8]) {
         if let Some(b) = self.bg.get_mut(id) {
+            b.harvest.feed(bytes, &mut self.secrets);
             b.exec.log.append(bytes);
         }
         self.touch();
@@ -265,6 +275,7 @@ impl Session {
     }
 
     fn new_exec(&mut self, command: &str) -> Execution {
+        self.secrets.learn_text(command);
         self.next_exec += 1;
         let n = self.next_exec;
         let journal = self
@@ -332,6 +343,7 @@ impl Session {
             id.clone(),
             Background {
                 exec,
+                harvest: Harvester::default(),
                 pid: spawned.pid,
                 master: Some(spawned.master),
                 finished_at_ms: None,
@@ -358,6 +370,14 @@ impl Session {
 
     /// Deliver undelivered output and state for the foreground (or a background) command.
     pub fn deliver(&mut self, bg_id: Option<&str>) -> Response {
+        let mut resp = self.deliver_target(bg_id);
+        if let Response::Action(r) = &mut resp {
+            r.secrets = SecretValues(self.secrets.values().to_vec());
+        }
+        resp
+    }
+
+    fn deliver_target(&mut self, bg_id: Option<&str>) -> Response {
         let cwd = self.cwd.clone();
         match bg_id {
             Some(id) => match self.bg.get_mut(id) {
@@ -399,6 +419,7 @@ impl Session {
             omitted_bytes: 0,
             journal_path: None,
             journal_error: None,
+            secrets: Default::default(),
         }
     }
 
@@ -441,7 +462,13 @@ impl Session {
             v[skip..].join("\n")
         };
         self.last_screen = current;
-        Response::Screen { text, rows, cols }
+        let secrets = SecretValues(self.secrets.values().to_vec());
+        Response::Screen {
+            text,
+            rows,
+            cols,
+            secrets,
+        }
     }
 
     pub fn snapshot(&self) -> Snapshot {

@@ -6,6 +6,7 @@ mod doctor;
 use crate::config::Config;
 use crate::config::opcli::OpCommand;
 use crate::runtime::{GuardianClient, daemon};
+use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::wire::daemon::{Request, Response, SessionInfo};
 use crate::wire::guardian::{self, Wait};
 use serde_json::{Value, json};
@@ -146,8 +147,14 @@ fn attach(config: &Config, thread_id: &str, follow: bool) -> Result<(), OpError>
     ));
     let mut offset = 0;
     let mut out = std::io::stdout().lock();
+    // The raw tail after the last newline, held back until the rest of its line arrives
+    // (or the reader catches up): a secret split across two answers is still recognised.
+    let mut partial = String::new();
     loop {
-        let wait = if follow { FOLLOW_WAIT } else { Duration::ZERO };
+        let wait = match follow && partial.is_empty() {
+            true => FOLLOW_WAIT,
+            false => Duration::ZERO,
+        };
         let req = guardian::Request::Read {
             offset,
             wait: Wait {
@@ -160,13 +167,21 @@ fn attach(config: &Config, thread_id: &str, follow: bool) -> Result<(), OpError>
                 text,
                 next,
                 skipped,
+                secrets,
             }) => {
                 if skipped > 0 {
                     let _ = writeln!(out, "[… {skipped} earlier bytes no longer in memory …]");
                 }
-                let cleaned = crate::shell::output::clean(text.as_bytes());
+                let caught_up = text.is_empty();
+                partial.push_str(&text);
+                let cut = match caught_up {
+                    true => partial.len(),
+                    false => partial.rfind('\n').map_or(0, |i| i + 1),
+                };
+                let shown = transcript_piece(config, &partial[..cut], &secrets);
+                partial.drain(..cut);
                 if out
-                    .write_all(cleaned.as_bytes())
+                    .write_all(shown.as_bytes())
                     .and_then(|_| out.flush())
                     .is_err()
                 {
@@ -174,7 +189,7 @@ fn attach(config: &Config, thread_id: &str, follow: bool) -> Result<(), OpError>
                 }
                 offset = next;
                 // Answers come in bounded chunks: without --follow, read until caught up.
-                if !follow && text.is_empty() {
+                if !follow && caught_up {
                     return Ok(());
                 }
             }
@@ -186,6 +201,18 @@ fn attach(config: &Config, thread_id: &str, follow: bool) -> Result<(), OpError>
             Err(e) => return Err(OpError(e.to_string())),
         }
     }
+}
+
+/// Raw transcript text as an operator sees it: cleaned, and redacted (with the session's
+/// known secrets) unless redaction is off.
+fn transcript_piece(config: &Config, raw: &str, secrets: &guardian::SecretValues) -> String {
+    let cleaned = crate::shell::output::clean(raw.as_bytes());
+    if !config.redact {
+        return cleaned;
+    }
+    let mut known = KnownSecrets::new();
+    known.learn_all(&secrets.0);
+    redact_all(&cleaned, &known).0.into_owned()
 }
 
 /// Replace winxd only: guardians keep running and the new daemon finds them by socket.

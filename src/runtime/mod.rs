@@ -151,6 +151,11 @@ impl Runtime {
         }
     }
 
+    /// The environment every new shell starts from.
+    pub fn base_env(&self) -> &[(String, String)] {
+        &self.cfg.base_env
+    }
+
     /// The guardian of `key` if one is live, with its snapshot.
     pub fn attach(&self, key: &str) -> Option<Ensured> {
         self.watch_daemon();

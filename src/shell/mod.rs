@@ -6,3 +6,4 @@ pub mod marker;
 pub mod output;
 pub mod pty;
 pub mod redact;
+pub mod secrets;

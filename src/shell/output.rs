@@ -9,7 +9,7 @@
 //! the whole cleaned text before anything is dropped, so truncation cannot cut a secret in
 //! half and leave a recognisable piece of it behind.
 
-use super::redact::Redactor;
+use super::secrets::{KnownSecrets, redact_all};
 use std::fmt::Write as _;
 
 /// Default budget for one command's output. Enough for the tail of a build log (where the
@@ -58,14 +58,16 @@ pub struct Rendered {
     pub redactions: usize,
 }
 
-/// Cleans, optionally redacts, collapses repeats and keeps the last `budget` bytes.
-pub fn render(raw: &[u8], budget: usize, redact: bool) -> Rendered {
+/// Cleans, redacts (with the session's known secrets; `None` turns redaction off),
+/// collapses repeats and keeps the last `budget` bytes.
+pub fn render(raw: &[u8], budget: usize, redact: Option<&KnownSecrets>) -> Rendered {
     let cleaned = clean(raw);
-    let (redacted, redactions) = if redact {
-        let (text, count) = Redactor::global().redact(&cleaned);
-        (text.into_owned(), count)
-    } else {
-        (cleaned, 0)
+    let (redacted, redactions) = match redact {
+        Some(known) => {
+            let (text, count) = redact_all(&cleaned, known);
+            (text.into_owned(), count)
+        }
+        None => (cleaned, 0),
     };
     let truncated = truncate_head(&collapse_repeats(&redacted), budget);
     Rendered {
@@ -446,13 +448,17 @@ mod tests {
         let mut raw = b"\x1b[32mok\x1b[0m\r\n".repeat(5);
         // Assembled at run time so no token-shaped literal sits in the source.
         raw.extend_from_slice(format!("GITHUB_TOKEN=ghp_{}\n", "a1B2".repeat(9)).as_bytes());
-        let r = render(&raw, DEFAULT_OUTPUT_BUDGET_BYTES, true);
+        let r = render(
+            &raw,
+            DEFAULT_OUTPUT_BUDGET_BYTES,
+            Some(&KnownSecrets::new()),
+        );
         assert_eq!(
             r.text,
             "ok\n[previous line repeated 4 more times]\nGITHUB_TOKEN=[REDACTED GITHUB TOKEN]\n"
         );
         assert_eq!((r.redactions, r.omitted_bytes), (1, 0));
-        let plain = render(&raw, 20, false);
+        let plain = render(&raw, 20, None);
         assert!(plain.text.ends_with("a1B2\n") && plain.redactions == 0);
     }
 
@@ -463,7 +469,7 @@ mod tests {
                 b"\x1b\x1b[]\r\n\x08\x07\xc2\x9b\x9c\\K5;P_".to_vec())], 0..1024),
             budget in 0usize..512,
         ) {
-            let r = render(&raw, budget, true);
+            let r = render(&raw, budget, Some(&KnownSecrets::new()));
             prop_assert!(r.text.len() <= budget + TRUNCATION_MARKER_MAX_BYTES);
             prop_assert!(!r.text.contains(|c: char| c.is_control() && c != '\n' && c != '\t'));
         }

@@ -73,6 +73,8 @@ struct Spec {
     needles: &'static str,
     line_check: fn(&str) -> bool,
     rewrite: Rewrite,
+    /// The rule matches `key = value` assignments (their values are harvested).
+    assigns: bool,
 }
 
 /// A superset of the assignment key words, as needles; `key_is_secret` decides.
@@ -85,6 +87,7 @@ const LINE_RULES: [Spec; 6] = [
         needles: "gh github_pat_ sk- akia asia xox aiza k_live_ k_test_ eyj",
         line_check: any_line,
         rewrite: vendor_token,
+        assigns: false,
     },
     // Credential headers: any value counts, the header name says it is a secret.
     Spec {
@@ -95,12 +98,14 @@ const LINE_RULES: [Spec; 6] = [
         needles: "authorization -api-key -token",
         line_check: any_line,
         rewrite: keep_prefix,
+        assigns: false,
     },
     Spec {
         pattern: r"(?P<pre>\b(?:Bearer|bearer|BEARER)[ \t]+)(?P<val>[\w\-.~+/]+=*)",
         needles: "bearer",
         line_check: any_line,
         rewrite: bearer,
+        assigns: false,
     },
     // `scheme://user:password@host`: only the password goes.
     Spec {
@@ -108,6 +113,7 @@ const LINE_RULES: [Spec; 6] = [
         needles: "://",
         line_check: has_url_password,
         rewrite: keep_prefix,
+        assigns: false,
     },
     Spec {
         pattern: concat!(
@@ -117,6 +123,7 @@ const LINE_RULES: [Spec; 6] = [
         needles: KEY_NEEDLES,
         line_check: has_secret_assignment,
         rewrite: assignment,
+        assigns: true,
     },
     // JSON / YAML-flow `"password": "value"`.
     Spec {
@@ -124,6 +131,7 @@ const LINE_RULES: [Spec; 6] = [
         needles: KEY_NEEDLES,
         line_check: has_json_pair,
         rewrite: assignment,
+        assigns: true,
     },
 ];
 
@@ -189,6 +197,32 @@ impl Redactor {
         } else {
             (Cow::Owned(out), count)
         }
+    }
+}
+
+impl Redactor {
+    /// The values of secret-named keys assigned in `text` (`KEY=value`, `KEY="v"`,
+    /// `"key": "v"`), in order of appearance: what `redact` would replace in an
+    /// assignment, so a session can also recognise the value where it later stands alone.
+    pub fn assigned_secrets(&self, text: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for line in text.lines().filter(|l| l.contains(['=', ':'])) {
+            let lower = line.to_ascii_lowercase();
+            if !KEY_NEEDLES.split(' ').any(|n| lower.contains(n)) {
+                continue;
+            }
+            for (regex, spec) in &self.line_rules {
+                if !spec.assigns || !(spec.line_check)(&lower) {
+                    continue;
+                }
+                for caps in regex.captures_iter(line) {
+                    if let Some((value, _, _)) = assigned_secret(&caps) {
+                        found.push(value.to_owned());
+                    }
+                }
+            }
+        }
+        found
     }
 }
 
@@ -310,9 +344,10 @@ fn key_is_secret(key: &str) -> bool {
             .ends_with("TOKEN")
 }
 
-/// `KEY=value`, `KEY="value"`, `"key": "value"`: redacts the value, keeps key and quotes.
-/// A bare value after a spaced `=` is code (`let token = parse(x)`), not a secret.
-fn assignment(caps: &Captures<'_>) -> Option<String> {
+/// The secret value of an assignment match, its quote and what follows it inside the match
+/// (a shell's `;`), or `None` when the key is not secret, the value is a placeholder, or a
+/// bare value after a spaced `=` is code (`let token = parse(x)`).
+fn assigned_secret<'t>(caps: &Captures<'t>) -> Option<(&'t str, &'static str, &'t str)> {
     if !key_is_secret(group(caps, "key")?) {
         return None;
     }
@@ -323,12 +358,27 @@ fn assignment(caps: &Captures<'_>) -> Option<String> {
         (_, _, Some(v)) => (v, ""),
         _ => return None,
     };
+    // `export TOKEN=v; next` ends the value at the command separator.
+    let (value, rest) = match value.strip_suffix(';') {
+        Some(v) if quote.is_empty() => (v, ";"),
+        _ => (value, ""),
+    };
     let code_like = quote.is_empty()
         && (pre.contains([' ', '\t']) || value.contains(['(', ')', '{', '}', '[', ']', ',', ';']));
-    if is_placeholder(value) || code_like {
-        return None;
-    }
-    Some(format!("{pre}{quote}{REDACTED}{quote}"))
+    (!is_placeholder(value) && !code_like).then_some((value, quote, rest))
+}
+
+/// `KEY=value`, `KEY="value"`, `"key": "value"`: redacts the value, keeps key and quotes.
+fn assignment(caps: &Captures<'_>) -> Option<String> {
+    let (_, quote, rest) = assigned_secret(caps)?;
+    let pre = group(caps, "pre").unwrap_or("");
+    Some(format!("{pre}{quote}{REDACTED}{quote}{rest}"))
+}
+
+/// Whether an environment variable's name marks its value as a secret (the rule the
+/// `KEY=value` redaction applies to keys).
+pub fn is_secret_name(name: &str) -> bool {
+    key_is_secret(name)
 }
 
 #[cfg(test)]
@@ -350,6 +400,7 @@ postgres://app:p%40ss:w0rd@db:5432/x => postgres://app:[REDACTED]@db:5432/x
 ssh://git@github.com:22/org/repo.git and http://localhost:8080/a@b => =
 https://user:${DB_PASS}@host/ and git@github.com:org/repo.git => =
 GITHUB_TOKEN=abc123 => GITHUB_TOKEN=[REDACTED]
+export DEPLOY_TOKEN=abc123; make => export DEPLOY_TOKEN=[REDACTED]; make
 export DB_PASSWORD='hunter 2' => export DB_PASSWORD='[REDACTED]'
 aws_secret_access_key = "wJalrXUt" => aws_secret_access_key = "[REDACTED]"
 mysql --passwd=hunter2 -u root => mysql --passwd=[REDACTED] -u root

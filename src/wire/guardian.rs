@@ -41,6 +41,12 @@ pub enum Request {
     Screen { lines: Option<usize>, diff: bool },
     /// Replace the shell (killing what runs in it); answered once the new one is ready.
     Reset,
+    /// Add `learn` to the session's known secret values and answer with all of them
+    /// (`Response::Secrets`).
+    Secrets {
+        #[serde(default)]
+        learn: SecretValues,
+    },
     /// End the guardian and everything it runs.
     Shutdown,
 }
@@ -81,6 +87,27 @@ pub struct ActionResult {
     /// The execution's complete output on disk.
     pub journal_path: Option<String>,
     pub journal_error: Option<String>,
+    /// The session's known secret values, for redaction (absent from older guardians).
+    #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
+    pub secrets: SecretValues,
+}
+
+/// Secret values a session has seen under secret-looking names, passed to whoever
+/// renders its output. `Debug` prints only their number, so no log line can hold them.
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct SecretValues(pub Vec<String>);
+
+impl SecretValues {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretValues({} values)", self.0.len())
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -117,6 +144,11 @@ pub enum Response {
         text: String,
         next: u64,
         skipped: u64,
+        #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
+        secrets: SecretValues,
+    },
+    Secrets {
+        values: SecretValues,
     },
     Snapshot(Snapshot),
     Action(ActionResult),
@@ -124,6 +156,8 @@ pub enum Response {
         text: String,
         rows: u16,
         cols: u16,
+        #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
+        secrets: SecretValues,
     },
     Done,
     Error(GuardianError),

@@ -145,7 +145,17 @@ pub fn start(
             Step::Running(task::Pending::new(key, pair, ensured.client, act.name(), r)),
         ),
         Response::Action(r) => Ok(Step::Done(render::action(ctx, &key, &pair, act.name(), r))),
-        Response::Screen { text, rows, cols } => Ok(Step::Done(render::screen(text, rows, cols))),
+        Response::Screen {
+            text,
+            rows,
+            cols,
+            secrets,
+        } => Ok(Step::Done(render::screen(
+            ctx,
+            text,
+            (rows, cols),
+            &secrets,
+        ))),
         Response::Error(e) => Err(guardian_error(e, pair)),
         other => Err(ToolError::ShellUnavailable {
             detail: format!("unexpected guardian answer {other:?}"),

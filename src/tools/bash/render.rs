@@ -3,11 +3,12 @@
 
 use super::TOOL;
 use crate::shell::output::{self, DEFAULT_OUTPUT_BUDGET_BYTES};
+use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
 use crate::tools::error::{RETRY_AFTER_MS, SessionPair, mark};
 use crate::tools::error_code::ErrorCode;
-use crate::wire::guardian::{ActionResult, ProcessStatus};
+use crate::wire::guardian::{ActionResult, ProcessStatus, SecretValues};
 use serde_json::json;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -23,7 +24,12 @@ pub fn action(
     action: &str,
     r: ActionResult,
 ) -> ToolOutput {
-    let rendered = output::render(r.output.as_bytes(), DEFAULT_OUTPUT_BUDGET_BYTES, ctx.redact);
+    let known = known_secrets(ctx, &r.secrets);
+    let rendered = output::render(
+        r.output.as_bytes(),
+        DEFAULT_OUTPUT_BUDGET_BYTES,
+        known.as_ref(),
+    );
     let truncated = rendered.omitted_bytes > 0 || r.omitted_bytes > 0;
     let mut spill_path = None;
     let mut spill_error = r.journal_error.clone();
@@ -138,11 +144,8 @@ fn spill(ctx: &ToolContext, key: &str, r: &ActionResult) -> Result<PathBuf, Stri
         .read_to_end(&mut raw)
         .map_err(|e| format!("read journal: {e}"))?;
     let mut text = output::clean(&raw);
-    if ctx.redact {
-        text = crate::shell::redact::Redactor::global()
-            .redact(&text)
-            .0
-            .into_owned();
+    if let Some(known) = known_secrets(ctx, &r.secrets) {
+        text = redact_all(&text, &known).0.into_owned();
     }
     let dir = ctx.runtime.session_dir(key);
     let exec = r.state.execution_id.as_deref().unwrap_or("idle");
@@ -182,7 +185,25 @@ fn prune_spills(dir: &std::path::Path) {
     }
 }
 
-pub fn screen(text: String, rows: u16, cols: u16) -> ToolOutput {
+/// What redaction replaces in this session's output: `None` when redaction is off.
+pub fn known_secrets(ctx: &ToolContext, values: &SecretValues) -> Option<KnownSecrets> {
+    ctx.redact.then(|| {
+        let mut known = KnownSecrets::new();
+        known.learn_all(&values.0);
+        known
+    })
+}
+
+pub fn screen(
+    ctx: &ToolContext,
+    text: String,
+    (rows, cols): (u16, u16),
+    secrets: &SecretValues,
+) -> ToolOutput {
+    let text = match known_secrets(ctx, secrets) {
+        Some(known) => redact_all(&text, &known).0.into_owned(),
+        None => text,
+    };
     ToolOutput {
         images: Vec::new(),
         envelope: Envelope::completed(

@@ -286,6 +286,7 @@ pub fn merge(acc: &mut ActionResult, next: ActionResult) {
     acc.state = next.state;
     acc.journal_path = next.journal_path.or(acc.journal_path.take());
     acc.journal_error = next.journal_error.or(acc.journal_error.take());
+    acc.secrets = next.secrets;
 }
 
 #[cfg(test)]
@@ -313,6 +314,7 @@ mod tests {
             omitted_bytes: omitted,
             journal_path: Some("/j".into()),
             journal_error: None,
+            secrets: Default::default(),
         }
     }
 

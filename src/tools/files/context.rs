@@ -10,11 +10,12 @@ use crate::files::policy;
 use crate::fsutil::ensure_private_dir;
 use crate::session::overview;
 use crate::shell::cmdpolicy::path_in_globs;
-use crate::shell::redact::Redactor;
+use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, ToolOutput};
 use crate::tools::error::ToolError;
 use crate::tools::name::ToolName;
+use crate::wire::guardian::{Request, Response, SecretValues};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -30,6 +31,8 @@ const MAX_TOTAL_BYTES: usize = 256 * 1024;
 /// Bytes read of one matched file: the read file limit, so a huge file is never loaded
 /// whole (a file cut here that then fails UTF-8 decoding is skipped, as before).
 const READ_LIMIT: u64 = crate::files::read::MAX_FILE_BYTES;
+/// How long a save waits for the session's guardian to list its known secrets.
+const SECRETS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const FIELDS: &[&str] = &[
     "thread_id",
     "workspace_root",
@@ -145,17 +148,25 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 end -= 1;
             }
             total += end;
-            let redacted = Redactor::global().redact(&text[..end]).0.into_owned();
-            files.push((rel, redacted, end < text.len()));
+            files.push((rel, text[..end].to_string(), end < text.len()));
+        }
+    }
+    let description = a.opt_str("description")?.unwrap_or_default();
+    let mut description = description.to_string();
+    if ctx.redact {
+        let known = session_secrets(ctx, &binding.thread_id, &files, &description);
+        for text in files
+            .iter_mut()
+            .map(|(_, t, _)| t)
+            .chain([&mut description])
+        {
+            *text = redact_all(text, &known).0.into_owned();
         }
     }
     let memory = Memory {
         id: id.to_string(),
         project_root: root.to_string_lossy().into_owned(),
-        description: Redactor::global()
-            .redact(a.opt_str("description")?.unwrap_or_default())
-            .0
-            .into_owned(),
+        description,
         saved_at_unix_ms: unix_ms(),
         files,
         omitted_files: omitted,
@@ -203,6 +214,35 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
             json!({"id": id, "files": names, "omitted_files": omitted, "project_root": memory.project_root}),
         ),
     })
+}
+
+/// The secret values this save must not write: those of the shell's starting
+/// environment, those the session's guardian has seen (when one is live; it also learns
+/// the values assigned in the files read here, so later output hides them too), and
+/// those assigned in the files and the description themselves.
+fn session_secrets(
+    ctx: &ToolContext,
+    thread_id: &str,
+    files: &[(String, String, bool)],
+    description: &str,
+) -> KnownSecrets {
+    let mut known = KnownSecrets::from_env(ctx.runtime.base_env());
+    let mut seen = KnownSecrets::new();
+    seen.learn_text(description);
+    for (_, text, _) in files {
+        seen.learn_text(text);
+    }
+    known.learn_all(seen.values());
+    let key = crate::runtime::session_key(ctx.principal, thread_id);
+    if let Some(live) = ctx.runtime.attach(&key) {
+        let learn = SecretValues(seen.values().to_vec());
+        if let Ok(Response::Secrets { values }) =
+            (live.client).call(&Request::Secrets { learn }, SECRETS_WAIT)
+        {
+            known.learn_all(&values.0);
+        }
+    }
+    known
 }
 
 /// The saved memory `id` of this principal.
