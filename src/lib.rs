@@ -13,6 +13,7 @@ pub mod edit;
 pub mod files;
 pub mod fsutil;
 pub mod guardian;
+pub mod history;
 pub mod ipc;
 pub mod jsonrpc;
 pub mod lru;

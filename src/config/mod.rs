@@ -65,6 +65,9 @@ pub struct Config {
     /// Sessions whose in-memory tool state is kept (`WINX_SESSION_STATES`,
     /// 1..=1,000,000, default `tools::state::DEFAULT_MAX_SESSIONS`).
     pub session_states: usize,
+    /// Execution history retention (`WINX_HISTORY_OUTPUT_BYTES`; the clock skew of
+    /// `WINX_CLOCK_SKEW_SECS`, for tests).
+    pub history: crate::history::Limits,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -136,6 +139,11 @@ impl Config {
             read_parallelism: vars::count(&vars::READ_PARALLELISM, env)?,
             max_tasks: vars::count(&vars::MAX_TASKS, env)?,
             session_states: vars::count(&vars::SESSION_STATES, env)?,
+            history: crate::history::Limits {
+                output_bytes: vars::number(&vars::HISTORY_OUTPUT_BYTES, env)?,
+                clock_skew_ms: vars::number(&vars::CLOCK_SKEW_SECS, env)? as i64 * 1000,
+                ..Default::default()
+            },
             policy,
             state_dir,
             log_level,

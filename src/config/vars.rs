@@ -141,6 +141,15 @@ pub const SESSION_STATES: Var = Var {
     },
     help: "sessions whose in-memory tool state is kept (least recently used evicted)",
 };
+pub const HISTORY_OUTPUT_BYTES: Var = Var {
+    name: "WINX_HISTORY_OUTPUT_BYTES",
+    kind: Kind::Number {
+        default: 1024 * 1024,
+        min: 4096,
+        max: 1024 * 1024 * 1024,
+    },
+    help: "execution history: output text retained per execution (newest kept)",
+};
 pub const HTTP_TOKEN: Var = Var {
     name: "WINX_HTTP_TOKEN",
     kind: Kind::Text { default: "none" },
@@ -216,7 +225,7 @@ pub const CLOCK_SKEW_SECS: Var = Var {
         min: 0,
         max: 10 * YEAR_SECS,
     },
-    help: "winxd: added to the clock for TTL decisions only (tests)",
+    help: "added to the clock for session TTL and history expiry decisions only (tests)",
 };
 pub const BUILD_IDENTITY_OVERRIDE: Var = Var {
     name: "WINX_BUILD_IDENTITY_OVERRIDE",
@@ -241,6 +250,7 @@ pub const ALL: &[Var] = &[
     READ_PARALLELISM,
     MAX_TASKS,
     SESSION_STATES,
+    HISTORY_OUTPUT_BYTES,
     HTTP_TOKEN,
     HTTP_REQUEST_TIMEOUT_MS,
     HTTP_IO_TIMEOUT_MS,

@@ -40,6 +40,7 @@ const READ_REPLY_MAX: usize = 32 * 1024;
 enum WaitKind {
     Action { bg: Option<String> },
     Read { offset: u64 },
+    Watch { after: u64 },
     Reset,
 }
 
@@ -422,6 +423,14 @@ impl EventLoop {
                 seen_total: 0,
                 settle_at: None,
             }),
+            Request::Watch { after, wait } => self.waiters.push(Waiter {
+                client,
+                kind: WaitKind::Watch { after },
+                deadline: Deadline::after("watch wait", Duration::from_millis(wait.timeout_ms)),
+                settle: None,
+                seen_total: 0,
+                settle_at: None,
+            }),
             Request::Secrets { learn } => {
                 self.session.secrets.learn_all(&learn.0);
                 let values = SecretValues(self.session.secrets.values().to_vec());
@@ -479,6 +488,11 @@ impl EventLoop {
                         done.push(i);
                     }
                 }
+                WaitKind::Watch { after } => {
+                    if self.session.activity.seq > *after || w.deadline.expired() {
+                        done.push(i);
+                    }
+                }
                 WaitKind::Action { bg } => {
                     let total = self.session.output_total(bg.as_deref());
                     if let Some(settle) = w.settle
@@ -510,6 +524,7 @@ impl EventLoop {
                         secrets: SecretValues(self.session.secrets.values().to_vec()),
                     }
                 }
+                WaitKind::Watch { .. } => Response::Facts(self.session.facts()),
                 WaitKind::Reset => Response::Error(GuardianError::Io {
                     detail: "the new shell printed no prompt in time".into(),
                 }),

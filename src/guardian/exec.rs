@@ -112,6 +112,10 @@ impl OutputLog {
         (text, start + len as u64, skipped)
     }
 
+    pub fn journal_error(&self) -> Option<String> {
+        self.journal_error.clone()
+    }
+
     pub fn journal_path(&self) -> Option<String> {
         self.journal_path
             .as_ref()

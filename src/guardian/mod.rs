@@ -9,6 +9,7 @@ pub mod client_io;
 pub mod completion;
 pub mod event_loop;
 pub mod exec;
+pub mod facts;
 pub mod harvest;
 pub mod reaper;
 pub mod session;

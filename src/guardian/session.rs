@@ -73,6 +73,8 @@ pub struct Session {
     /// Secret values seen in this session (starting env, commands, output).
     pub secrets: KnownSecrets,
     harvest: Harvester,
+    /// Activity counter and recently ended executions, for the history recorder.
+    pub activity: super::facts::Activity,
 }
 
 /// What reading a PTY produced, for the event loop's waiters.
@@ -109,6 +111,7 @@ impl Session {
             pending: Pending::default(),
             secrets: KnownSecrets::from_env(&spec.env),
             harvest: Harvester::default(),
+            activity: Default::default(),
             spec,
         })
     }
@@ -142,6 +145,7 @@ impl Session {
             self.touch();
         }
         self.confirm_marker(&mut act, true);
+        self.activity.bump();
         act
     }
 
@@ -155,6 +159,7 @@ impl Session {
         let mut act = Activity::default();
         if self.pending.due().is_some_and(|d| d.expired()) {
             self.confirm_marker(&mut act, false);
+            self.activity.bump();
         }
         act
     }
@@ -190,6 +195,7 @@ impl Session {
             e.shell_died = true;
             e.finish(None);
         }
+        self.activity.bump();
         Activity {
             shell_exited: true,
             fg_finished: true,
@@ -202,6 +208,7 @@ impl Session {
             b.harvest.feed(bytes, &mut self.secrets);
             b.exec.log.append(bytes);
         }
+        self.activity.bump();
         self.touch();
     }
 
@@ -215,6 +222,9 @@ impl Session {
                 super::slots::release(&super::slots::dir_for(&self.spec.session_dir), b.pid);
                 any = true;
             }
+        }
+        if any {
+            self.activity.bump();
         }
         if self.shell.alive && !self.shell.ready {
             // A shell that dies during startup also only shows up here.
@@ -238,6 +248,7 @@ impl Session {
             .collect();
         for id in expired {
             if let Some(b) = self.bg.remove(&id) {
+                self.activity.retire(&b.exec, Some(&id));
                 self.retire_journal(b.exec.log.journal_path());
             }
         }
@@ -276,6 +287,7 @@ impl Session {
 
     fn new_exec(&mut self, command: &str) -> Execution {
         self.secrets.learn_text(command);
+        self.activity.bump();
         self.next_exec += 1;
         let n = self.next_exec;
         let journal = self
@@ -305,6 +317,7 @@ impl Session {
         }
         let exec = self.new_exec(command);
         if let Some(prev) = self.fg.take() {
+            self.activity.retire(&prev, None);
             self.retire_journal(prev.log.journal_path());
         }
         // A marker still awaiting confirmation belongs to an earlier prompt (an extra one

@@ -26,6 +26,7 @@ pub(super) struct Shared {
     pub(super) runtime: Runtime,
     pub(super) redact: bool,
     pub(super) extra_instructions: Option<String>,
+    pub(super) history: crate::history::History,
 }
 
 /// An owned `CallContext`, for work that outlives its request (a task runner).
@@ -75,6 +76,7 @@ impl Shared {
             read_parallelism: self.read_parallelism,
             policy: ctx.policy,
             extra_instructions: self.extra_instructions.as_deref(),
+            history: &self.history,
         }
     }
 }

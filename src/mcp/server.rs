@@ -62,6 +62,11 @@ impl Server {
                 runtime: Runtime::new(config.runtime.clone()),
                 redact: config.redact,
                 extra_instructions: config.server_instructions.clone(),
+                history: crate::history::History::new(
+                    config.state_dir.clone(),
+                    config.redact,
+                    config.history.clone(),
+                ),
             }),
             catalogs: Default::default(),
             instructions,

@@ -3,6 +3,7 @@
 //! Invariant: the directory is 0700 and the database files are 0600 before any row is
 //! written; schema changes happen only through the numbered `MIGRATIONS`.
 
+pub mod history;
 pub mod permits;
 pub mod receipts;
 pub mod sessions;
@@ -67,6 +68,8 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (principal, thread_id, path)
     ) STRICT;
     CREATE INDEX read_permits_age ON read_permits (updated_at_ms);",
+    // 6: execution history (`history`): records, retained output, screens, change counter.
+    history::MIGRATION,
 ];
 
 /// A store failure, with what was being done.

@@ -68,6 +68,7 @@ fn schema(name: ToolName) -> Value {
         ToolName::UndoEdit => undo_edit(),
         ToolName::VerifyEdit => verify_edit(),
         ToolName::ContextSave => context_save(),
+        ToolName::Execution => execution(),
         // Unimplemented tools are filtered out by `ToolPolicy::served`.
         other => json!({"name": other.as_str()}),
     }
@@ -308,6 +309,31 @@ fn context_save() -> Value {
         ),
         Annotations {
             read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+    )
+}
+
+fn execution() -> Value {
+    let id = json!({"type": "string"});
+    let props = json!({"action": {
+        "type": "object",
+        "description": "type: list {limit 1-128} | get {execution_id} | read {execution_id, source output|screen|detection, page_bytes <=65536, cursor} | observe {items [{execution_id, source, page_bytes, cursor}] 1-32, timeout_seconds} | wait {execution_ids <=32, after, events, timeout_seconds <=30}",
+        "properties": {
+            "type": {"type": "string", "enum": ["list", "get", "read", "observe", "wait"]},
+            "execution_id": id,
+            "execution_ids": {"type": "array", "items": id},
+        },
+        "required": ["type"],
+    }});
+    tool(
+        ToolName::Execution,
+        "Durable history of this session's accepted commands: list, get, read output/screen pages by cursor, observe several, or wait for changes. Never consumes BashCommand output.",
+        bound(props.as_object().cloned().unwrap_or_default(), &["action"]),
+        Annotations {
+            read_only: true,
             destructive: false,
             idempotent: true,
             open_world: false,

@@ -102,6 +102,12 @@ pub enum ToolError {
         path: String,
         kind: crate::files::beneath::FileKind,
     },
+    /// No execution by that id in the caller's scope (another scope's ids look the same).
+    ExecutionNotFound { execution_id: String },
+    /// A cursor that is forged, truncated, from another scope, execution or source.
+    InvalidCursor { detail: String },
+    /// The history catalog could not be read or brought up to date within the budget.
+    HistoryUnavailable { detail: String },
     /// A task's work was interrupted by an adapter restart and its end was not observed.
     TaskOutcomeUnknown {
         detail: String,
@@ -224,6 +230,15 @@ impl ToolError {
                 false,
                 false,
             ),
+            ToolError::ExecutionNotFound { .. } => {
+                m(Status::InvalidInput, ErrorCode::ExecutionNotFound, false, false)
+            }
+            ToolError::InvalidCursor { .. } => {
+                m(Status::InvalidInput, ErrorCode::InvalidCursor, true, false)
+            }
+            ToolError::HistoryUnavailable { .. } => {
+                m(Status::Failed, ErrorCode::HistoryUnavailable, true, true)
+            }
         }
     }
 
@@ -315,6 +330,18 @@ impl ToolError {
             }
             ToolError::TaskOutcomeUnknown { detail, .. } => {
                 format!("the task's outcome is unknown: {detail}")
+            }
+            ToolError::ExecutionNotFound { execution_id } => format!(
+                "no execution {execution_id:?} in this session's history (ids from another \
+                 session or expired records are not found either); list recent ones with \
+                 action {{\"type\": \"list\"}}"
+            ),
+            ToolError::InvalidCursor { detail } => format!(
+                "invalid cursor: {detail}; cursors are opaque and valid only for the execution \
+                 and source they came from: start again without a cursor"
+            ),
+            ToolError::HistoryUnavailable { detail } => {
+                format!("the execution history is unavailable: {detail}")
             }
             ToolError::NotRegularFile { path, kind } => format!(
                 "{path} is {}, not a regular file; file tools read and write only regular \

@@ -51,6 +51,12 @@ error_codes! {
     // BashCommand.
     /// The session's shell exited; a reset starts a new one.
     ShellExited => "shell_exited",
+    // Execution history.
+    ExecutionNotFound => "execution_not_found",
+    InvalidCursor => "invalid_cursor",
+    HistoryUnavailable => "history_unavailable",
+    /// Some `observe` items failed; the others are in the same result.
+    ExecutionObservationIssues => "execution_observation_issues",
     // Edits, chosen by `EditFailure`.
     ReadRequired => "read_required",
     SearchBlockMalformed => "search_block_malformed",

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod envelope;
 pub mod error;
 pub mod error_code;
+pub mod execution;
 pub mod files;
 pub mod initialize;
 pub mod name;
@@ -44,6 +45,8 @@ pub struct ToolContext<'a> {
     pub policy: &'a ToolPolicy,
     /// `WINX_SERVER_INSTRUCTIONS`, repeated in full Initialize answers.
     pub extra_instructions: Option<&'a str>,
+    /// The execution history (records every accepted command; `Execution` reads it).
+    pub history: &'a crate::history::History,
 }
 
 /// The start of every session-bound tool: strict arguments, then the verified
@@ -163,6 +166,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         ToolName::UndoEdit => files::undo::call(ctx, args),
         ToolName::ContextSave => files::context::call(ctx, args),
         ToolName::VerifyEdit => files::verify::verify_edit(ctx, args),
+        ToolName::Execution => execution::call(ctx, args),
         // `implemented()` is false for every other tool, so they never reach here.
         other => Err(ToolError::UnknownTool {
             name: other.as_str().into(),
@@ -230,7 +234,8 @@ mod fuzz {
             let policy = ToolPolicy::profile(Profile::Full);
             let states = state::SessionStates::new(8);
             let allow = crate::files::policy::AllowPaths::default();
-            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2 };
+            let history = crate::history::History::new(tmp.path().join("state"), true, Default::default());
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2, history: &history };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

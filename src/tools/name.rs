@@ -78,6 +78,7 @@ impl ToolName {
                 | ToolName::ApplyPatch
                 | ToolName::EditFiles
                 | ToolName::UndoEdit
+                | ToolName::Execution
                 | ToolName::VerifyEdit
                 | ToolName::ContextSave
         )

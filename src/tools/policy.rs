@@ -48,9 +48,12 @@ impl Profile {
                 VerifyEdit,
                 UndoEdit,
                 CodeMap,
+                Execution,
+                Agent,
             ],
-            Profile::ReadOnly => &[Initialize, ReadFiles, ReadImage, CodeMap],
-            Profile::Terminal => &[Initialize, BashCommand],
+            // Seed 000: `Execution` in every profile, `Agent` wherever a shell is.
+            Profile::ReadOnly => &[Initialize, ReadFiles, ReadImage, CodeMap, Execution],
+            Profile::Terminal => &[Initialize, BashCommand, Execution, Agent],
         };
         list.iter().copied().collect()
     }

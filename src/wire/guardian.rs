@@ -41,6 +41,9 @@ pub enum Request {
     Screen { lines: Option<usize>, diff: bool },
     /// Replace the shell (killing what runs in it); answered once the new one is ready.
     Reset,
+    /// Facts about every execution this guardian knows (for the history recorder),
+    /// answered once its activity counter passes `after` or when `wait` ends.
+    Watch { after: u64, wait: Wait },
     /// Add `learn` to the session's known secret values and answer with all of them
     /// (`Response::Secrets`).
     Secrets {
@@ -127,6 +130,34 @@ pub struct Snapshot {
     pub build: String,
 }
 
+/// What a guardian knows of its executions, for the history recorder. `seq` grows with
+/// every output byte, start and end; the bytes themselves are read from `journal_path`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Facts {
+    pub seq: u64,
+    /// Runtime identity: the guardian process and its start time.
+    pub guardian_pid: u32,
+    pub created_at_ms: i64,
+    /// Running and recently ended executions, oldest first.
+    pub executions: Vec<ExecFact>,
+    #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
+    pub secrets: SecretValues,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecFact {
+    pub execution_id: String,
+    pub bg_command_id: Option<String>,
+    /// Output bytes written to the journal so far.
+    pub total_bytes: u64,
+    pub finished: bool,
+    pub exit_code: Option<i32>,
+    /// The shell died before the command's end was reported: its outcome is unknown.
+    pub shell_died: bool,
+    pub journal_path: Option<String>,
+    pub journal_error: Option<String>,
+}
+
 /// Identity of a session, fixed at guardian start.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Labels {
@@ -150,6 +181,7 @@ pub enum Response {
     Secrets {
         values: SecretValues,
     },
+    Facts(Facts),
     Snapshot(Snapshot),
     Action(ActionResult),
     Screen {

@@ -23,7 +23,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["ipc", "store"],
     &["guardian"],
     &["runtime", "daemon"],
-    &["session", "tasks"],
+    &["session", "tasks", "history"],
     &["files"],
     &["edit"],
     &["tools"],

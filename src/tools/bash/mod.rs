@@ -4,6 +4,7 @@
 //! output text is presentation and can never make a command look finished.
 
 pub mod action;
+pub(crate) mod record;
 pub(crate) mod render;
 pub mod task;
 
@@ -140,6 +141,9 @@ pub fn start(
             }
             ToolError::runtime(e.into(), pair.clone())
         })?;
+    if let (Action::Command { command, .. }, Response::Action(r)) = (&act, &resp) {
+        record::admitted(ctx, &pair, &key, &ensured, command, r);
+    }
     match resp {
         Response::Action(r) if promote && r.state.process_status == ProcessStatus::Running => Ok(
             Step::Running(task::Pending::new(key, pair, ensured.client, act.name(), r)),

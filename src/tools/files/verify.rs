@@ -68,7 +68,13 @@ pub fn verify_after(
         },
     };
     let outcome = match ctx.runtime.attach(&key) {
-        Some(e) => e.client.call(&req, wait).map_err(|e| e.to_string()),
+        Some(e) => {
+            let resp = e.client.call(&req, wait).map_err(|e| e.to_string());
+            if let Ok(Response::Action(r)) = &resp {
+                crate::tools::bash::record::admitted(ctx, pair, &key, &e, &v.command, r);
+            }
+            resp
+        }
         None => Err("no live shell for this session; reset it with Initialize reset_shell".into()),
     };
     let rerun = NextAction {

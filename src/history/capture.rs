@@ -1,0 +1,212 @@
+//! Applying a guardian's facts to its open records, in one transaction: new journal bytes
+//! become cleaned, redacted text chunks; ends become `exited` or `unknown`.
+//!
+//! Invariant: the recorder keeps no state between passes. A record's `raw_end` says how
+//! far its journal was converted (always at a line end, unless the command ended or a
+//! line outgrew `MAX_LINE_CARRY`), so any recorder in any process resumes exactly where
+//! the last committed pass stopped, and two recorders never store a byte twice.
+
+use super::Limits;
+use crate::shell::output::clean;
+use crate::shell::secrets::{KnownSecrets, redact_all};
+use crate::store::history::{self as table, Record};
+use crate::wire::guardian::{ExecFact, Facts};
+use rusqlite::Connection;
+use std::io::{Read, Seek, SeekFrom};
+
+/// Raw journal bytes converted per record per pass; the next pass continues.
+const MAX_PASS_BYTES: u64 = 4 * 1024 * 1024;
+/// Stored chunk size: the retained window overshoots its cap by less than one chunk.
+const CHUNK_BYTES: usize = 64 * 1024;
+/// An unfinished line longer than this is converted without waiting for its end.
+const MAX_LINE_CARRY: usize = 64 * 1024;
+
+/// The runtime identity of a guardian as records store it.
+pub fn identity(facts: &Facts) -> String {
+    format!("{}:{}", facts.guardian_pid, facts.created_at_ms)
+}
+
+/// What one pass did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    pub changed: bool,
+    /// Records of this guardian still running or still capturing output.
+    pub open: usize,
+}
+
+/// Apply `facts` to every open record of their guardian. `redact` is `None` when
+/// redaction is off.
+pub fn apply(
+    c: &Connection,
+    facts: &Facts,
+    redact: bool,
+    limits: &Limits,
+    now_ms: i64,
+) -> rusqlite::Result<Applied> {
+    let mut known = KnownSecrets::new();
+    known.learn_all(&facts.secrets.0);
+    let records = table::open_records(c, Some(&identity(facts)))?;
+    let mut applied = Applied::default();
+    let mut seq = None;
+    for mut r in records {
+        let before = r.clone();
+        match facts.executions.iter().find(|f| f.execution_id == r.execution_id) {
+            Some(f) => step(c, &mut r, f, redact.then_some(&known), limits, now_ms)?,
+            None => lost(&mut r, "the guardian no longer reports this execution", now_ms, limits),
+        }
+        if r != before {
+            let s = match seq {
+                Some(s) => s,
+                None => *seq.insert(table::next_seq(c)?),
+            };
+            stamp(&before, &mut r, s, now_ms);
+            table::update(c, &r)?;
+            applied.changed = true;
+        }
+        if r.process_status == "running" || r.output_pending {
+            applied.open += 1;
+        }
+    }
+    Ok(applied)
+}
+
+/// Mark every open record of `guardian` unknown (it is gone or was replaced).
+pub fn guardian_gone(
+    c: &Connection,
+    guardian: &str,
+    reason: &str,
+    limits: &Limits,
+    now_ms: i64,
+) -> rusqlite::Result<bool> {
+    let records = table::open_records(c, Some(guardian))?;
+    if records.is_empty() {
+        return Ok(false);
+    }
+    let s = table::next_seq(c)?;
+    for mut r in records {
+        let before = r.clone();
+        lost(&mut r, reason, now_ms, limits);
+        stamp(&before, &mut r, s, now_ms);
+        table::update(c, &r)?;
+    }
+    Ok(true)
+}
+
+/// Bump the counters of a changed record: what changed decides which seqs move.
+fn stamp(before: &Record, r: &mut Record, seq: i64, now_ms: i64) {
+    r.activity_seq = before.activity_seq + 1;
+    r.changed_seq = seq;
+    r.observed_at_ms = now_ms;
+    if r.process_status != before.process_status || r.exit_code != before.exit_code {
+        r.state_seq = seq;
+    }
+    if r.text_end != before.text_end || r.gap_bytes != before.gap_bytes {
+        r.output_seq = seq;
+        r.output_activity_seq = r.activity_seq;
+    }
+}
+
+/// The runtime cannot tell this record's outcome any more.
+fn lost(r: &mut Record, reason: &str, now_ms: i64, limits: &Limits) {
+    if r.process_status == "running" {
+        r.process_status = "unknown".into();
+        r.unknown_reason = Some(reason.into());
+        end(r, now_ms, limits);
+    }
+    if r.output_pending {
+        // Bytes reported but never converted cannot be read any more: a gap, said so.
+        r.gap_bytes += (r.raw_bytes - r.raw_end).max(0);
+        r.raw_end = r.raw_bytes;
+        r.output_pending = false;
+    }
+}
+
+fn end(r: &mut Record, now_ms: i64, limits: &Limits) {
+    r.finished_at_ms.get_or_insert(now_ms);
+    r.expires_at_ms.get_or_insert(now_ms + limits.ttl_ms);
+}
+
+fn step(
+    c: &Connection,
+    r: &mut Record,
+    f: &ExecFact,
+    known: Option<&KnownSecrets>,
+    limits: &Limits,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    r.raw_bytes = r.raw_bytes.max(f.total_bytes as i64);
+    if r.journal_path.is_none() {
+        r.journal_path = f.journal_path.clone();
+    }
+    capture(c, r, f.finished, known, limits)?;
+    if f.finished && r.process_status == "running" {
+        if f.shell_died {
+            r.process_status = "unknown".into();
+            r.unknown_reason =
+                Some("the shell exited before the command's end was reported".into());
+        } else {
+            r.process_status = "exited".into();
+            r.exit_code = f.exit_code.map(i64::from);
+        }
+        end(r, now_ms, limits);
+    }
+    r.output_pending = r.raw_end < r.raw_bytes;
+    Ok(())
+}
+
+/// Convert journal bytes `raw_end..raw_bytes` (bounded per pass) into stored text.
+fn capture(
+    c: &Connection,
+    r: &mut Record,
+    finished: bool,
+    known: Option<&KnownSecrets>,
+    limits: &Limits,
+) -> rusqlite::Result<()> {
+    if r.raw_end >= r.raw_bytes {
+        return Ok(());
+    }
+    let want = ((r.raw_bytes - r.raw_end) as u64).min(MAX_PASS_BYTES);
+    let raw = match read_journal(r.journal_path.as_deref(), r.raw_end as u64, want) {
+        Some(raw) if !raw.is_empty() => raw,
+        _ => {
+            // The journal is gone (retired or deleted) or cannot be read: a gap.
+            r.gap_bytes += r.raw_bytes - r.raw_end;
+            r.raw_end = r.raw_bytes;
+            return Ok(());
+        }
+    };
+    let complete = finished && r.raw_end + raw.len() as i64 >= r.raw_bytes;
+    let cut = if complete {
+        raw.len()
+    } else {
+        match raw.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if raw.len() >= MAX_LINE_CARRY => raw.len(),
+            None => return Ok(()),
+        }
+    };
+    let text = clean(&raw[..cut]);
+    let text = match known {
+        Some(k) => redact_all(&text, k).0.into_owned(),
+        None => text,
+    };
+    r.raw_end += cut as i64;
+    for chunk in text.as_bytes().chunks(CHUNK_BYTES) {
+        table::append_chunk(c, r.rowid, r.text_end, chunk)?;
+        r.text_end += chunk.len() as i64;
+    }
+    let keep_from = (r.text_end - limits.output_bytes as i64).max(r.retained_start);
+    if keep_from > r.retained_start {
+        r.retained_start = table::drop_chunks_before(c, r.rowid, keep_from)?;
+    }
+    r.retained_bytes = r.text_end - r.retained_start;
+    Ok(())
+}
+
+fn read_journal(path: Option<&str>, from: u64, len: u64) -> Option<Vec<u8>> {
+    let mut f = std::fs::File::open(path?).ok()?;
+    f.seek(SeekFrom::Start(from)).ok()?;
+    let mut buf = Vec::with_capacity(len as usize);
+    f.take(len).read_to_end(&mut buf).ok()?;
+    Some(buf)
+}

@@ -1,0 +1,289 @@
+//! Execution history: a durable, scoped record of every accepted command (seed 000).
+//!
+//! Processes and threads: the tool path (`admit`) hands each accepted command to the
+//! `history-recorder` thread over a channel and returns at once (the hot path gains no
+//! SQLite write). The recorder owns the one writing connection: it inserts records,
+//! starts one `history-watch` thread per guardian with open records, and applies the
+//! facts those threads bring back (`capture`). A `history-sweeper` thread asks it to
+//! expire old records every minute. Readers (the `Execution` tool) use their own
+//! connections and `sync` first, so they see every command admitted before them.
+//! `Notify` wakes `wait` calls whenever the recorder commits a change.
+
+pub mod capture;
+pub mod cursor;
+mod recorder;
+pub mod retention;
+
+use crate::deadline::Deadline;
+use crate::ipc::GuardianClient;
+use crate::store::history::{NewRecord, Scope};
+use crossbeam_channel::{Sender, bounded};
+use parking_lot::{Condvar, Mutex};
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Retention limits (seed 000 defaults).
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub records_per_scope: usize,
+    pub output_bytes: u64,
+    pub screen_bytes: usize,
+    pub scope_bytes: u64,
+    pub ttl_ms: i64,
+    /// Added to the clock for expiry decisions (`WINX_CLOCK_SKEW_SECS`, tests).
+    pub clock_skew_ms: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            records_per_scope: 128,
+            output_bytes: 1024 * 1024,
+            screen_bytes: 64 * 1024,
+            scope_bytes: 16 * 1024 * 1024,
+            ttl_ms: 24 * 60 * 60 * 1000,
+            clock_skew_ms: 0,
+        }
+    }
+}
+
+/// Why the catalog could not be used.
+#[derive(Debug)]
+pub struct HistoryError(pub String);
+
+impl std::fmt::Display for HistoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Wakes waiters after each committed change.
+#[derive(Default)]
+pub struct Notify {
+    changes: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Notify {
+    pub fn changed(&self) {
+        *self.changes.lock() += 1;
+        self.cv.notify_all();
+    }
+
+    /// The current change count, to wait for the next one with `wait_past`.
+    pub fn count(&self) -> u64 {
+        *self.changes.lock()
+    }
+
+    /// Block until the count passes `seen` or `deadline` ends; true when it passed.
+    pub fn wait_past(&self, seen: u64, deadline: &Deadline) -> bool {
+        let mut n = self.changes.lock();
+        while *n <= seen {
+            let Some(left) = deadline.remaining() else {
+                return false;
+            };
+            self.cv.wait_for(&mut n, left);
+        }
+        true
+    }
+}
+
+pub(crate) enum Msg {
+    Admit(Box<NewRecord>),
+    Facts {
+        facts: Box<crate::wire::guardian::Facts>,
+        watcher: bool,
+        /// Answered once applied: whether a watcher should keep watching.
+        done: Option<Sender<bool>>,
+    },
+    Gone {
+        guardian: String,
+        reason: String,
+    },
+    /// Make sure a guardian with open records is watched (a `wait` on them).
+    Watch {
+        guardian: String,
+        socket: String,
+    },
+    Sync(Sender<bool>),
+    Sweep,
+}
+
+/// The opened catalog: the recorder's channel, reader connections, the cursor key.
+pub struct Open {
+    tx: Sender<Msg>,
+    db_path: PathBuf,
+    readers: Mutex<Vec<Connection>>,
+    pub key: cursor::Key,
+    pub notify: Arc<Notify>,
+    pub limits: Limits,
+}
+
+/// The history service of one adapter process, opened on first use.
+pub struct History {
+    state_dir: PathBuf,
+    redact: bool,
+    limits: Limits,
+    open: Mutex<Option<Arc<Open>>>,
+}
+
+impl History {
+    pub fn new(state_dir: PathBuf, redact: bool, limits: Limits) -> History {
+        History {
+            state_dir,
+            redact,
+            limits,
+            open: Mutex::new(None),
+        }
+    }
+
+    /// The open catalog, opening (and recovering open records) on first use.
+    pub fn open(&self) -> Result<Arc<Open>, HistoryError> {
+        let mut slot = self.open.lock();
+        if let Some(o) = slot.as_ref() {
+            return Ok(o.clone());
+        }
+        let o = Arc::new(self.start()?);
+        *slot = Some(o.clone());
+        Ok(o)
+    }
+
+    fn start(&self) -> Result<Open, HistoryError> {
+        let err = |what: &str| {
+            let what = what.to_string();
+            move |e: String| HistoryError(format!("{what}: {e}"))
+        };
+        let store = crate::store::Store::open(&self.state_dir)
+            .map_err(|e| HistoryError(format!("open state store: {e}")))?;
+        let db_path = store.path().to_path_buf();
+        drop(store);
+        let key = cursor::Key::load_or_create(&self.state_dir)
+            .map_err(|e| err("load history key")(e.to_string()))?;
+        let notify = Arc::new(Notify::default());
+        let writer = connect(&db_path).map_err(err("open history writer"))?;
+        let tx = recorder::spawn(writer, self.redact, self.limits.clone(), notify.clone())
+            .map_err(err("start history recorder"))?;
+        Ok(Open {
+            tx,
+            db_path,
+            readers: Mutex::new(Vec::new()),
+            key,
+            notify,
+            limits: self.limits.clone(),
+        })
+    }
+
+    /// Record a command a guardian just accepted (never blocks on the database).
+    pub fn admit(&self, record: NewRecord) {
+        match self.open() {
+            Ok(o) => {
+                let _ = o.tx.send(Msg::Admit(Box::new(record)));
+            }
+            Err(e) => log::warn!("execution history unavailable: {e}"),
+        }
+    }
+}
+
+impl Open {
+    /// Wait until every message sent before this call has been applied.
+    pub fn sync(&self, deadline: &Deadline) -> Result<(), HistoryError> {
+        let (tx, rx) = bounded(1);
+        self.send(Msg::Sync(tx))?;
+        wait_reply(&rx, deadline)
+    }
+
+    /// Ask `client`'s guardian for its facts now and apply them (one refresh).
+    pub fn refresh(&self, client: &GuardianClient, deadline: &Deadline) -> Result<(), String> {
+        use crate::wire::guardian::{Request, Response, Wait};
+        let budget = deadline.remaining().unwrap_or_default();
+        let req = Request::Watch {
+            after: 0,
+            wait: Wait {
+                timeout_ms: 0,
+                settle_ms: None,
+            },
+        };
+        match client.call(&req, budget) {
+            Ok(Response::Facts(facts)) => {
+                let (tx, rx) = bounded(1);
+                let msg = Msg::Facts {
+                    facts: Box::new(facts),
+                    watcher: false,
+                    done: Some(tx),
+                };
+                self.send(msg).map_err(|e| e.0)?;
+                wait_reply(&rx, deadline).map_err(|e| e.0)
+            }
+            Ok(other) => Err(format!("unexpected guardian answer {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Make sure the guardian of an open record is watched by this process, so changes
+    /// another adapter's commands make wake this process's waits too.
+    pub fn watch(&self, guardian: &str, socket: &str) {
+        let _ = self.send(Msg::Watch {
+            guardian: guardian.into(),
+            socket: socket.into(),
+        });
+    }
+
+    fn send(&self, msg: Msg) -> Result<(), HistoryError> {
+        self.tx
+            .send(msg)
+            .map_err(|_| HistoryError("the history recorder stopped".into()))
+    }
+
+    /// Run `f` on a reader connection (one is opened when none is free).
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, HistoryError> {
+        let conn = match self.readers.lock().pop() {
+            Some(c) => c,
+            None => connect(&self.db_path).map_err(HistoryError)?,
+        };
+        let out = f(&conn).map_err(|e| HistoryError(format!("read history: {e}")));
+        let mut readers = self.readers.lock();
+        if readers.len() < MAX_IDLE_READERS {
+            readers.push(conn);
+        }
+        out
+    }
+}
+
+/// Reader connections kept open between calls.
+const MAX_IDLE_READERS: usize = 4;
+
+fn wait_reply(
+    rx: &crossbeam_channel::Receiver<bool>,
+    deadline: &Deadline,
+) -> Result<(), HistoryError> {
+    crossbeam_channel::select! {
+        recv(rx) -> r => r.map(|_| ()).map_err(|_| HistoryError("the history recorder stopped".into())),
+        recv(deadline.receiver()) -> _ => Err(HistoryError(
+            "the history catalog could not be brought up to date within the budget".into(),
+        )),
+    }
+}
+
+/// A connection for history work: WAL with `synchronous=NORMAL` (a committed transaction
+/// survives the process being killed; only a power loss can take the last ones).
+pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
+    let c = Connection::open(path).map_err(|e| e.to_string())?;
+    c.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    c.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        .map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// The scope a call works in.
+pub fn scope(principal: &str, thread_id: &str, workspace_root: &str) -> Scope {
+    Scope {
+        principal: principal.into(),
+        thread_id: thread_id.into(),
+        workspace_root: workspace_root.into(),
+    }
+}

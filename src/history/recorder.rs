@@ -1,0 +1,266 @@
+//! The `history-recorder` thread (the one writer), its `history-watch` threads (one per
+//! guardian with open records, long-polling `Request::Watch`) and the `history-sweeper`.
+//!
+//! Invariant: every message is applied in one `BEGIN IMMEDIATE` transaction; a failed
+//! transaction is rolled back whole and logged, never half-applied. Watchers are started
+//! and retired only by the recorder thread, in message order, so a command admitted
+//! while its guardian's watcher is retiring always gets a watcher.
+
+use super::{Limits, Msg, Notify, capture, retention};
+use crate::deadline::unix_ms;
+use crate::ipc::GuardianClient;
+use crate::store::history as table;
+use crate::wire::guardian::{Request, Response, Wait};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use rusqlite::Connection;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long one `Watch` waits for activity before answering anyway.
+const WATCH_WAIT: Duration = Duration::from_secs(10);
+/// Extra time the client allows beyond the guardian's own wait.
+const WATCH_SLACK: Duration = Duration::from_secs(5);
+/// Pause after each applied batch, so a flood is recorded in batches, not per read.
+const BATCH: Duration = Duration::from_millis(20);
+/// How often expired records are removed even when nothing else happens.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+struct Recorder {
+    conn: Connection,
+    redact: bool,
+    limits: Limits,
+    notify: Arc<Notify>,
+    /// Guardians (runtime identities) with a watcher thread.
+    watching: HashSet<String>,
+    tx: Sender<Msg>,
+}
+
+pub(super) fn spawn(
+    conn: Connection,
+    redact: bool,
+    limits: Limits,
+    notify: Arc<Notify>,
+) -> Result<Sender<Msg>, String> {
+    let (tx, rx) = unbounded();
+    let recorder = Recorder {
+        conn,
+        redact,
+        limits,
+        notify,
+        watching: HashSet::new(),
+        tx: tx.clone(),
+    };
+    std::thread::Builder::new()
+        .name("history-recorder".into())
+        .spawn(move || recorder.run(rx))
+        .map_err(|e| e.to_string())?;
+    let sweeper = tx.clone();
+    std::thread::Builder::new()
+        .name("history-sweeper".into())
+        .spawn(move || {
+            while crossbeam_channel::after(SWEEP_EVERY).recv().is_ok() {
+                if sweeper.send(Msg::Sweep).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(tx)
+}
+
+impl Recorder {
+    fn run(mut self, rx: Receiver<Msg>) {
+        self.recover();
+        for msg in rx {
+            self.handle(msg);
+        }
+    }
+
+    /// Records left open by an earlier adapter: watch their guardians again (a guardian
+    /// that is gone or was replaced turns them `unknown`; none is ever re-run).
+    fn recover(&mut self) {
+        let open = match table::open_records(&self.conn, None) {
+            Ok(open) => open,
+            Err(e) => return log::warn!("history recovery: {e}"),
+        };
+        for r in open {
+            self.ensure_watcher(&r.guardian, &r.socket);
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        let now = unix_ms() + self.limits.clock_skew_ms;
+        match msg {
+            Msg::Admit(rec) => {
+                let (redact, limits) = (self.redact, self.limits.clone());
+                let mut rec = *rec;
+                if redact {
+                    let (text, _) = crate::shell::redact::Redactor::global().redact(&rec.command);
+                    rec.command = text.into_owned();
+                }
+                let ok = self.write("admit", |c| {
+                    let seq = table::next_seq(c)?;
+                    table::insert(c, &rec, seq)?;
+                    retention::enforce(c, &rec.scope, &limits)?;
+                    retention::expire(c, now)?;
+                    Ok(true)
+                });
+                if ok.is_some() {
+                    self.ensure_watcher(&rec.guardian, &rec.socket);
+                }
+            }
+            Msg::Facts {
+                facts,
+                watcher,
+                done,
+            } => {
+                let (redact, limits) = (self.redact, self.limits.clone());
+                // Waiters are woken even when this pass changed nothing: another
+                // process's recorder may have stored the same facts first.
+                let applied = self.write("record facts", |c| {
+                    let a = capture::apply(c, &facts, redact, &limits, now)?;
+                    Ok((true, a.open))
+                });
+                let open = applied.map_or(1, |(_, open)| open);
+                let keep = !watcher || open > 0;
+                if !keep {
+                    self.watching.remove(&capture::identity(&facts));
+                }
+                if let Some(done) = done {
+                    let _ = done.send(keep);
+                }
+            }
+            Msg::Gone { guardian, reason } => {
+                let limits = self.limits.clone();
+                self.write("mark unknown", |c| {
+                    capture::guardian_gone(c, &guardian, &reason, &limits, now)
+                });
+                self.watching.remove(&guardian);
+            }
+            Msg::Watch { guardian, socket } => self.ensure_watcher(&guardian, &socket),
+            Msg::Sync(done) => {
+                // Catalog reads prune lazily: expired records never reach a reader.
+                self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
+                let _ = done.send(true);
+            }
+            Msg::Sweep => {
+                self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
+            }
+        }
+    }
+
+    /// Run `f` in one transaction; `f` returns its value and whether it changed anything.
+    /// `None` (logged) when the transaction failed and was rolled back.
+    fn write<T: Changed>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        let run = |c: &Connection| -> rusqlite::Result<T> {
+            c.execute_batch("BEGIN IMMEDIATE")?;
+            let out = f(c)?;
+            c.execute_batch("COMMIT")?;
+            Ok(out)
+        };
+        match run(&self.conn) {
+            Ok(out) => {
+                if out.changed() {
+                    self.notify.changed();
+                }
+                Some(out)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                log::warn!("history {what} failed: {e}");
+                None
+            }
+        }
+    }
+
+    fn ensure_watcher(&mut self, guardian: &str, socket: &str) {
+        if !self.watching.insert(guardian.to_string()) {
+            return;
+        }
+        let (guardian, socket, tx) = (guardian.to_string(), PathBuf::from(socket), self.tx.clone());
+        let name = "history-watch".to_string();
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || watch(&socket, &guardian, &tx));
+        if let Err(e) = spawned {
+            log::warn!("history watcher: {e}");
+        }
+    }
+}
+
+/// What a transaction reports to decide whether waiters are woken.
+trait Changed {
+    fn changed(&self) -> bool;
+}
+
+impl Changed for bool {
+    fn changed(&self) -> bool {
+        *self
+    }
+}
+
+impl Changed for (bool, usize) {
+    fn changed(&self) -> bool {
+        self.0
+    }
+}
+
+/// Long-poll one guardian and hand each answer to the recorder, until it says stop or
+/// the guardian is gone.
+fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
+    let client = GuardianClient::new(socket);
+    let mut after = 0;
+    let mut failures = 0;
+    let gone = |reason: String| {
+        let guardian = guardian.to_string();
+        let _ = tx.send(Msg::Gone { guardian, reason });
+    };
+    loop {
+        let req = Request::Watch {
+            after,
+            wait: Wait {
+                timeout_ms: WATCH_WAIT.as_millis() as u64,
+                settle_ms: None,
+            },
+        };
+        match client.call(&req, WATCH_WAIT + WATCH_SLACK) {
+            Ok(Response::Facts(facts)) => {
+                failures = 0;
+                if capture::identity(&facts) != guardian {
+                    return gone("the session's guardian was replaced before the command's end \
+                                 was observed"
+                        .into());
+                }
+                after = facts.seq;
+                let (done, keep) = bounded(1);
+                let msg = Msg::Facts {
+                    facts: Box::new(facts),
+                    watcher: true,
+                    done: Some(done),
+                };
+                if tx.send(msg).is_err() || keep.recv() != Ok(true) {
+                    return;
+                }
+            }
+            Ok(other) => {
+                return gone(format!(
+                    "the session's guardian cannot report executions (an older build?): \
+                     {other:?}"
+                ));
+            }
+            Err(e) => {
+                failures += 1;
+                if failures >= 2 {
+                    return gone(format!("the session's guardian is gone: {e}"));
+                }
+            }
+        }
+        let _ = crossbeam_channel::after(BATCH).recv();
+    }
+}

@@ -1,0 +1,261 @@
+//! The `Execution` tool: list, get, read, observe and wait over the execution history
+//! (seed 000). Read-only: nothing here writes to a shell, and no action consumes the
+//! `BashCommand` delivery cursor.
+
+mod observe;
+pub mod page;
+mod view;
+mod wait;
+
+use super::ToolContext;
+use super::envelope::{Envelope, ToolOutput};
+use super::error::ToolError;
+use super::name::ToolName;
+use crate::deadline::Deadline;
+use crate::history::{Open, cursor};
+use crate::store::history::{self as table, Record, Scope};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+const TOOL: ToolName = ToolName::Execution;
+const FIELDS: &[&str] = &["thread_id", "workspace_root", "action"];
+const ACTIONS: &[&str] = &["list", "get", "read", "observe", "wait"];
+/// `list.limit`: default and bound.
+const DEFAULT_LIMIT: usize = 20;
+const MAX_LIMIT: usize = 128;
+/// Budget of actions that only read the catalog.
+const READ_BUDGET: Duration = Duration::from_secs(5);
+
+/// The caller's verified scope and the open catalog.
+pub(crate) struct Ctx {
+    pub open: Arc<Open>,
+    pub scope: Scope,
+    /// The scope's digest inside cursors.
+    pub tag: String,
+}
+
+pub(crate) fn bad(detail: impl Into<String>) -> ToolError {
+    ToolError::InvalidInput {
+        detail: detail.into(),
+    }
+}
+
+pub(crate) fn unavailable(e: impl std::fmt::Display) -> ToolError {
+    ToolError::HistoryUnavailable {
+        detail: e.to_string(),
+    }
+}
+
+pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let action = match map.get("action") {
+        Some(Value::Object(a)) => a,
+        Some(_) => return Err(bad("action must be an object with a \"type\"")),
+        None => return Err(bad("action is required, e.g. {\"type\": \"list\"}")),
+    };
+    let kind = match action.get("type").and_then(Value::as_str) {
+        Some(k) if ACTIONS.contains(&k) => k,
+        Some(k) => {
+            let shown: String = k.chars().take(64).collect();
+            return Err(bad(format!(
+                "unknown action type {shown:?}; expected one of {}",
+                ACTIONS.join(", ")
+            )));
+        }
+        None => return Err(bad("action.type is required (a string)")),
+    };
+    // Shapes and budgets are checked before the session or the history is touched.
+    let observe_items = match kind {
+        "observe" => Some(observe::parse(action)?),
+        _ => None,
+    };
+    let wait_req = match kind {
+        "wait" => Some(wait::parse(action)?),
+        _ => None,
+    };
+    let (_, binding) = super::session_args(ctx, map, FIELDS)?;
+    let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
+    let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
+    let open = ctx.history.open().map_err(unavailable)?;
+    let x = Ctx { open, scope, tag };
+    match (kind, observe_items, wait_req) {
+        ("observe", Some(items), _) => observe::run(ctx, &x, action, items),
+        ("wait", _, Some(req)) => wait::run(ctx, &x, req),
+        ("list", ..) => list(&x, action),
+        ("get", ..) => get(&x, action),
+        _ => read(&x, action),
+    }
+}
+
+/// Only the listed keys may appear in `action`.
+pub(crate) fn only(action: &Map<String, Value>, allowed: &[&str]) -> Result<(), ToolError> {
+    match action.keys().find(|k| k.as_str() != "type" && !allowed.contains(&k.as_str())) {
+        Some(k) => Err(bad(format!(
+            "unexpected field action.{k}; this action takes {}",
+            allowed.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// An execution id as the runtime makes them (`<hex>-<n>`), checked before any lookup.
+pub(crate) fn execution_id(v: Option<&Value>, field: &str) -> Result<String, ToolError> {
+    let s = v
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad(format!("{field} is required (a string)")))?;
+    let well_formed = s.len() <= 40
+        && s.split_once('-').is_some_and(|(a, b)| {
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_hexdigit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        });
+    if !well_formed {
+        let shown: String = s.chars().take(48).collect();
+        return Err(bad(format!(
+            "{field} {shown:?} is not an execution id (ids look like \"19ad3b2c1f0-3\")"
+        )));
+    }
+    Ok(s.to_string())
+}
+
+/// An integer in `range`, or `default` when absent.
+pub(crate) fn int_in(
+    v: Option<&Value>,
+    field: &str,
+    range: std::ops::RangeInclusive<usize>,
+    default: usize,
+) -> Result<usize, ToolError> {
+    match v {
+        None => Ok(default),
+        Some(x) => x
+            .as_u64()
+            .map(|n| n as usize)
+            .filter(|n| range.contains(n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "{field} must be an integer {}..={}",
+                    range.start(),
+                    range.end()
+                ))
+            }),
+    }
+}
+
+/// `timeout_seconds` in 0..=30 (fractions allowed), or `default`.
+pub(crate) fn timeout(v: Option<&Value>, default: f64) -> Result<Duration, ToolError> {
+    let secs = match v {
+        None => default,
+        Some(x) => x
+            .as_f64()
+            .filter(|s| s.is_finite() && (0.0..=30.0).contains(s))
+            .ok_or_else(|| bad("timeout_seconds must be a number 0..=30"))?,
+    };
+    // Zero grants one 250 ms pass (seed 000).
+    Ok(match secs {
+        0.0 => Duration::from_millis(250),
+        s => Duration::from_secs_f64(s),
+    })
+}
+
+pub(crate) fn find(x: &Ctx, id: &str) -> Result<Record, ToolError> {
+    x.open
+        .read(|c| table::get(c, &x.scope, id))
+        .map_err(unavailable)?
+        .ok_or_else(|| ToolError::ExecutionNotFound {
+            execution_id: id.to_string(),
+        })
+}
+
+fn synced(x: &Ctx) -> Result<Deadline, ToolError> {
+    let deadline = Deadline::after("history read", READ_BUDGET);
+    x.open.sync(&deadline).map_err(unavailable)?;
+    Ok(deadline)
+}
+
+fn list(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    only(action, &["limit"])?;
+    let limit = int_in(action.get("limit"), "limit", 1..=MAX_LIMIT, DEFAULT_LIMIT)?;
+    synced(x)?;
+    let (records, seq) = x
+        .open
+        .read(|c| Ok((table::list(c, &x.scope, limit)?, table::seq(c)?)))
+        .map_err(unavailable)?;
+    let mut text = format!("{} execution(s), newest first\n", records.len());
+    for r in &records {
+        text.push_str(&view::line(r));
+        text.push('\n');
+    }
+    let data = json!({
+        "executions": records.iter().map(view::compact).collect::<Vec<_>>(),
+        "catalog_cursor": x.open.key.seal(&x.tag, &cursor::Kind::Catalog { seq }),
+    });
+    Ok(done(format!("Execution list: {}", records.len()), text, data))
+}
+
+fn get(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    only(action, &["execution_id"])?;
+    let id = execution_id(action.get("execution_id"), "execution_id")?;
+    synced(x)?;
+    let r = find(x, &id)?;
+    let text = format!("{}\ncwd: {}\n", view::line(&r), r.cwd);
+    Ok(done(format!("Execution get: {id}"), text, view::full(&r)))
+}
+
+fn read(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    only(action, &["execution_id", "source", "page_bytes", "cursor"])?;
+    let id = execution_id(action.get("execution_id"), "execution_id")?;
+    let req = page_req(action, page::DEFAULT_PAGE_BYTES)?;
+    synced(x)?;
+    let r = find(x, &id)?;
+    let page = x
+        .open
+        .read(|c| Ok(page::page(c, &x.open.key, &x.tag, &r, &req)))
+        .map_err(unavailable)?
+        .map_err(page_error)?;
+    let text = page["text"].as_str().unwrap_or_default().to_string();
+    let data = json!({"execution": view::compact(&r), "page": page});
+    Ok(done(format!("Execution read: {id} {}", req.source), text, data))
+}
+
+/// `source`, `page_bytes` and `cursor` of a read or an observe item.
+pub(crate) fn page_req(
+    a: &Map<String, Value>,
+    default_bytes: usize,
+) -> Result<page::PageReq, ToolError> {
+    let source = match a.get("source") {
+        None => "output",
+        Some(v) => page::SOURCES
+            .iter()
+            .copied()
+            .find(|s| v.as_str() == Some(s))
+            .ok_or_else(|| bad("source must be one of output, screen, detection"))?,
+    };
+    let bounds = page::MIN_PAGE_BYTES..=page::MAX_PAGE_BYTES;
+    let page_bytes = int_in(a.get("page_bytes"), "page_bytes", bounds, default_bytes)?;
+    let cursor = match a.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(bad("cursor must be a string from an earlier next_cursor")),
+    };
+    Ok(page::PageReq {
+        source,
+        page_bytes,
+        cursor,
+    })
+}
+
+pub(crate) fn page_error(e: page::PageError) -> ToolError {
+    match e {
+        page::PageError::Cursor(detail) => ToolError::InvalidCursor { detail },
+        page::PageError::Db(e) => unavailable(e),
+    }
+}
+
+pub(crate) fn done(message: String, text: String, data: Value) -> ToolOutput {
+    ToolOutput {
+        images: Vec::new(),
+        text,
+        envelope: Envelope::completed(TOOL, message, data),
+    }
+}

@@ -1,0 +1,196 @@
+//! `wait`: block until one of up to 32 executions changes after a catalog cursor, woken
+//! by the recorder's commits (`history::Notify`), never by polling on a timer.
+//!
+//! Outcomes are distinct: `changed` (with what changed), `timeout` (nothing matching
+//! changed; says nothing about completion) and `resync` (the cursor is from a catalog
+//! this one cannot continue, or a watched record is gone).
+
+use super::{Ctx, bad, done, execution_id, only, timeout, unavailable, view};
+use crate::deadline::Deadline;
+use crate::history::cursor::Kind;
+use crate::store::history::{self as table, Record};
+use crate::tools::ToolContext;
+use crate::tools::envelope::ToolOutput;
+use crate::tools::error::ToolError;
+use serde_json::{Map, Value, json};
+
+const MAX_IDS: usize = 32;
+const EVENTS: &[&str] = &[
+    "state",
+    "output",
+    "exited",
+    "awaiting_input",
+    "awaiting_approval",
+    "busy",
+    "unknown",
+];
+const DEFAULT_TIMEOUT_SECONDS: f64 = 10.0;
+
+pub struct WaitReq {
+    ids: Vec<String>,
+    after: Option<String>,
+    events: Vec<&'static str>,
+    budget: std::time::Duration,
+    /// `timeout_seconds: 0`: one catalog pass, no waiting.
+    poll_once: bool,
+}
+
+pub fn parse(action: &Map<String, Value>) -> Result<WaitReq, ToolError> {
+    only(action, &["execution_ids", "after", "events", "timeout_seconds"])?;
+    let raw = match action.get("execution_ids") {
+        Some(Value::Array(a)) if (1..=MAX_IDS).contains(&a.len()) => a,
+        _ => return Err(bad(format!("execution_ids must be an array of 1..={MAX_IDS} ids"))),
+    };
+    let mut ids = Vec::new();
+    for (i, v) in raw.iter().enumerate() {
+        let id = execution_id(Some(v), &format!("execution_ids[{i}]"))?;
+        if ids.contains(&id) {
+            return Err(bad(format!("execution_ids repeats {id}")));
+        }
+        ids.push(id);
+    }
+    let events = match action.get("events") {
+        None => EVENTS.to_vec(),
+        Some(Value::Array(a)) if !a.is_empty() => a
+            .iter()
+            .map(|e| {
+                EVENTS.iter().copied().find(|k| e.as_str() == Some(k)).ok_or_else(|| {
+                    bad(format!("events may hold only {}", EVENTS.join(", ")))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad("events must be a non-empty array")),
+    };
+    let after = match action.get("after") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(bad("after must be a catalog_cursor string")),
+    };
+    let budget = timeout(action.get("timeout_seconds"), DEFAULT_TIMEOUT_SECONDS)?;
+    let poll_once = action.get("timeout_seconds").and_then(Value::as_f64) == Some(0.0);
+    Ok(WaitReq {
+        ids,
+        after,
+        events,
+        budget,
+        poll_once,
+    })
+}
+
+/// Which of `events` happened to `r` after catalog position `after`.
+fn happened(r: &Record, after: i64, events: &[&str]) -> Vec<&'static str> {
+    let state = r.state_seq > after;
+    let turn = r.turn_seq > after;
+    let turn_is = |s: &str| turn && r.turn_state.as_deref() == Some(s);
+    EVENTS
+        .iter()
+        .copied()
+        .filter(|e| events.contains(e))
+        .filter(|e| match *e {
+            "state" => state,
+            "output" => r.output_seq > after,
+            "exited" => state && r.process_status == "exited",
+            "unknown" => state && r.process_status == "unknown",
+            other => turn_is(other),
+        })
+        .collect()
+}
+
+pub fn run(_ctx: &ToolContext, x: &Ctx, req: WaitReq) -> Result<ToolOutput, ToolError> {
+    let deadline = Deadline::after("wait", req.budget);
+    x.open.sync(&deadline).map_err(unavailable)?;
+    // Without `after`, the baseline is the catalog as this call first reads it.
+    let baseline = match &req.after {
+        None => x.open.read(table::seq).map_err(unavailable)?,
+        Some(c) => match x.open.key.open(&x.tag, c) {
+            Some(Kind::Catalog { seq }) => seq,
+            _ => {
+                return Err(ToolError::InvalidCursor {
+                    detail: "after must be a catalog_cursor from list, observe or wait in this \
+                             session"
+                        .into(),
+                });
+            }
+        },
+    };
+    let mut watched = false;
+    loop {
+        let seen = x.open.notify.count();
+        let (records, seq) = x
+            .open
+            .read(|c| {
+                let mut found = Vec::new();
+                for id in &req.ids {
+                    found.push((id.clone(), table::get(c, &x.scope, id)?));
+                }
+                Ok((found, table::seq(c)?))
+            })
+            .map_err(unavailable)?;
+        if records.iter().all(|(_, r)| r.is_none()) {
+            return Err(ToolError::ExecutionNotFound {
+                execution_id: req.ids[0].clone(),
+            });
+        }
+        if !watched {
+            // Records another adapter admitted: watch their guardians from here too.
+            for r in records.iter().filter_map(|(_, r)| r.as_ref()) {
+                if r.process_status == "running" || r.output_pending {
+                    x.open.watch(&r.guardian, &r.socket);
+                }
+            }
+            watched = true;
+        }
+        let changed: Vec<Value> = records
+            .iter()
+            .filter_map(|(_, r)| r.as_ref())
+            .map(|r| (r, happened(r, baseline, &req.events)))
+            .filter(|(_, ev)| !ev.is_empty())
+            .map(|(r, ev)| json!({"execution_id": r.execution_id, "events": ev}))
+            .collect();
+        let outcome = if baseline > seq {
+            // A cursor ahead of this catalog: it was recreated; start from its state.
+            Some("resync")
+        } else if !changed.is_empty() {
+            Some("changed")
+        } else if req.poll_once || deadline.expired() {
+            Some("timeout")
+        } else {
+            None
+        };
+        if let Some(outcome) = outcome {
+            return Ok(answer(x, outcome, &records, changed, seq, baseline));
+        }
+        x.open.notify.wait_past(seen, &deadline);
+    }
+}
+
+fn answer(
+    x: &Ctx,
+    outcome: &str,
+    records: &[(String, Option<Record>)],
+    changed: Vec<Value>,
+    seq: i64,
+    baseline: i64,
+) -> ToolOutput {
+    let missing: Vec<&str> = records
+        .iter()
+        .filter(|(_, r)| r.is_none())
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let found: Vec<&Record> = records.iter().filter_map(|(_, r)| r.as_ref()).collect();
+    // After a timeout the cursor stays at the baseline: nothing matching was consumed.
+    let next = if outcome == "timeout" { baseline.max(0) } else { seq };
+    let mut text = format!("wait: {outcome}\n");
+    for r in &found {
+        text.push_str(&view::line(r));
+        text.push('\n');
+    }
+    let data = json!({
+        "outcome": outcome,
+        "changed": changed,
+        "executions": found.iter().map(|r| view::compact(r)).collect::<Vec<_>>(),
+        "missing": missing,
+        "catalog_cursor": x.open.key.seal(&x.tag, &Kind::Catalog { seq: next }),
+    });
+    done(format!("Execution wait: {outcome}"), text, data)
+}
