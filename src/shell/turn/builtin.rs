@@ -39,12 +39,12 @@ type Row = (&'static str, TurnState, u32, &'static str);
 // a verb ending in an ellipsis and the interrupt hint on one line (or, lower, the
 // spinner verb alone). Approval: a
 // "Do you want to …?" (or "Do you trust …?") question over a numbered menu whose
-// selected first option reads "❯ 1. Yes". Input: the "> " box (boxed "│ > " in older
-// releases), or the "? for shortcuts" hint under it.
+// selected first option reads "❯ 1. Yes". Input: the "> " line (boxed "│ > " in older
+// releases, between two horizontal rules in newer ones), or the "? for shortcuts" hint.
 const CLAUDE_SIGNATURE: &str = concat!(
     r"(?m)Claude Code|tell Claude what to do|shift\+tab to cycle|auto-accept edits|",
     r"Context left until auto-compact|^\s*[·✢✳✶✻✽*] \S[^\n]*…[^\n]*esc to interrupt|",
-    r"^│ >(?: |$)"
+    r"^│ >(?: |$)|^─{20,}\n>(?: |$)"
 );
 const CLAUDE_RULES: [Row; 5] = [
     (

@@ -32,7 +32,7 @@ fn run(choice: &str, input: &RecognitionInput) -> Detection {
 use TurnState::{AwaitingApproval as Approval, AwaitingInput as Input, Busy};
 
 /// fixture, the recognizer `auto` should pick, its state, and the rule that decides.
-const TABLE: [(&str, &str, TurnState, &str); 8] = [
+const TABLE: [(&str, &str, TurnState, &str); 9] = [
     (
         "claude_code_busy.txt",
         "claude_code",
@@ -46,6 +46,12 @@ const TABLE: [(&str, &str, TurnState, &str); 8] = [
         "approval_menu",
     ),
     ("claude_code_input.txt", "claude_code", Input, "input_box"),
+    (
+        "claude_code_input_bare.txt",
+        "claude_code",
+        Input,
+        "input_box",
+    ),
     ("codex_busy.txt", "codex", Busy, "status_esc_to_interrupt"),
     ("codex_approval.txt", "codex", Approval, "approval_question"),
     ("codex_input.txt", "codex", Input, "composer"),
