@@ -7,3 +7,4 @@ pub mod output;
 pub mod pty;
 pub mod redact;
 pub mod secrets;
+pub mod turn;
