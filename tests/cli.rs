@@ -88,6 +88,7 @@ fn profiles_filter_the_catalog() {
                 "VerifyEdit",
                 "UndoEdit",
                 "ContextSave",
+                "Execution",
             ][..],
         ),
         (
@@ -102,10 +103,11 @@ fn profiles_filter_the_catalog() {
                 "EditFiles",
                 "VerifyEdit",
                 "UndoEdit",
+                "Execution",
             ],
         ),
-        ("read-only", &["Initialize", "ReadFiles", "ReadImage"]),
-        ("terminal", &["Initialize", "BashCommand"]),
+        ("read-only", &["Initialize", "ReadFiles", "ReadImage", "Execution"]),
+        ("terminal", &["Initialize", "BashCommand", "Execution"]),
     ] {
         let mut a = Agent::spawn_with(Opts {
             args: &["--tool-profile", profile],

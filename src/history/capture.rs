@@ -32,6 +32,8 @@ pub struct Applied {
     pub changed: bool,
     /// Records of this guardian still running or still capturing output.
     pub open: usize,
+    /// Some record has journal bytes ready that this pass's bound left for the next one.
+    pub more: bool,
 }
 
 /// Apply `facts` to every open record of their guardian. `redact` is `None` when
@@ -50,9 +52,20 @@ pub fn apply(
     let mut seq = None;
     for mut r in records {
         let before = r.clone();
-        match facts.executions.iter().find(|f| f.execution_id == r.execution_id) {
-            Some(f) => step(c, &mut r, f, redact.then_some(&known), limits, now_ms)?,
-            None => lost(&mut r, "the guardian no longer reports this execution", now_ms, limits),
+        match facts
+            .executions
+            .iter()
+            .find(|f| f.execution_id == r.execution_id)
+        {
+            Some(f) => {
+                applied.more |= step(c, &mut r, f, redact.then_some(&known), limits, now_ms)?;
+            }
+            None => lost(
+                &mut r,
+                "the guardian no longer reports this execution",
+                now_ms,
+                limits,
+            ),
         }
         if r != before {
             let s = match seq {
@@ -126,6 +139,7 @@ fn end(r: &mut Record, now_ms: i64, limits: &Limits) {
     r.expires_at_ms.get_or_insert(now_ms + limits.ttl_ms);
 }
 
+/// Returns whether the pass bound left converted-ready bytes for another pass.
 fn step(
     c: &Connection,
     r: &mut Record,
@@ -133,12 +147,12 @@ fn step(
     known: Option<&KnownSecrets>,
     limits: &Limits,
     now_ms: i64,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<bool> {
     r.raw_bytes = r.raw_bytes.max(f.total_bytes as i64);
     if r.journal_path.is_none() {
         r.journal_path = f.journal_path.clone();
     }
-    capture(c, r, f.finished, known, limits)?;
+    let more = capture(c, r, f.finished, known, limits)?;
     if f.finished && r.process_status == "running" {
         if f.shell_died {
             r.process_status = "unknown".into();
@@ -151,19 +165,20 @@ fn step(
         end(r, now_ms, limits);
     }
     r.output_pending = r.raw_end < r.raw_bytes;
-    Ok(())
+    Ok(more)
 }
 
-/// Convert journal bytes `raw_end..raw_bytes` (bounded per pass) into stored text.
+/// Convert journal bytes `raw_end..raw_bytes` (bounded per pass) into stored text;
+/// true when the bound stopped it short.
 fn capture(
     c: &Connection,
     r: &mut Record,
     finished: bool,
     known: Option<&KnownSecrets>,
     limits: &Limits,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<bool> {
     if r.raw_end >= r.raw_bytes {
-        return Ok(());
+        return Ok(false);
     }
     let want = ((r.raw_bytes - r.raw_end) as u64).min(MAX_PASS_BYTES);
     let raw = match read_journal(r.journal_path.as_deref(), r.raw_end as u64, want) {
@@ -172,9 +187,10 @@ fn capture(
             // The journal is gone (retired or deleted) or cannot be read: a gap.
             r.gap_bytes += r.raw_bytes - r.raw_end;
             r.raw_end = r.raw_bytes;
-            return Ok(());
+            return Ok(false);
         }
     };
+    let bounded = (raw.len() as u64) == MAX_PASS_BYTES;
     let complete = finished && r.raw_end + raw.len() as i64 >= r.raw_bytes;
     let cut = if complete {
         raw.len()
@@ -182,7 +198,7 @@ fn capture(
         match raw.iter().rposition(|&b| b == b'\n') {
             Some(i) => i + 1,
             None if raw.len() >= MAX_LINE_CARRY => raw.len(),
-            None => return Ok(()),
+            None => return Ok(false),
         }
     };
     let text = clean(&raw[..cut]);
@@ -200,7 +216,7 @@ fn capture(
         r.retained_start = table::drop_chunks_before(c, r.rowid, keep_from)?;
     }
     r.retained_bytes = r.text_end - r.retained_start;
-    Ok(())
+    Ok(bounded)
 }
 
 fn read_journal(path: Option<&str>, from: u64, len: u64) -> Option<Vec<u8>> {

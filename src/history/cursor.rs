@@ -56,8 +56,9 @@ impl Key {
         let _ = std::fs::remove_file(&tmp);
         match linked {
             Ok(()) => Ok(Key(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key(&path)?
-                .ok_or_else(|| std::io::Error::other("history key vanished")),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                read_key(&path)?.ok_or_else(|| std::io::Error::other("history key vanished"))
+            }
             Err(e) => Err(e),
         }
     }
@@ -72,8 +73,14 @@ impl Key {
         pad[..32].copy_from_slice(&self.0);
         let inner_key: Vec<u8> = pad.iter().map(|b| b ^ 0x36).collect();
         let outer_key: Vec<u8> = pad.iter().map(|b| b ^ 0x5c).collect();
-        let inner = Sha256::new().chain_update(&inner_key).chain_update(msg).finalize();
-        let outer = Sha256::new().chain_update(&outer_key).chain_update(inner).finalize();
+        let inner = Sha256::new()
+            .chain_update(&inner_key)
+            .chain_update(msg)
+            .finalize();
+        let outer = Sha256::new()
+            .chain_update(&outer_key)
+            .chain_update(inner)
+            .finalize();
         outer.into()
     }
 
@@ -106,7 +113,8 @@ impl Key {
         let payload = unhex(payload)?;
         let mac = unhex(mac)?;
         let expected = self.mac(&payload);
-        let same = mac.len() == 32 && mac.iter().zip(expected).fold(0, |a, (x, y)| a | (x ^ y)) == 0;
+        let same =
+            mac.len() == 32 && mac.iter().zip(expected).fold(0, |a, (x, y)| a | (x ^ y)) == 0;
         if !same {
             return None;
         }
@@ -199,7 +207,14 @@ mod tests {
         flipped[10] = if flipped[10] == b'0' { b'1' } else { b'0' };
         assert_eq!(key.open(&scope, &String::from_utf8(flipped).unwrap()), None);
         assert_eq!(key.open(&scope, &c[..c.len() - 2]), None);
-        for junk in ["", "wx1", "wx1..", "wx2.00.00", "wx1.zz.zz", &format!("{c}.x")] {
+        for junk in [
+            "",
+            "wx1",
+            "wx1..",
+            "wx2.00.00",
+            "wx1.zz.zz",
+            &format!("{c}.x"),
+        ] {
             assert_eq!(key.open(&scope, junk), None, "{junk}");
         }
     }
@@ -224,7 +239,10 @@ mod tests {
         let a = Key::load_or_create(dir.path()).unwrap();
         let b = Key::load_or_create(dir.path()).unwrap();
         assert_eq!(a.0, b.0);
-        let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.path().join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 }

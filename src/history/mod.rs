@@ -89,13 +89,24 @@ impl Notify {
     }
 }
 
+/// A watcher's next step, decided by the recorder after applying its facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// No open records left for this guardian.
+    Stop,
+    /// Wait for new activity.
+    Watch,
+    /// Journal bytes are ready beyond this pass's bound: ask again at once.
+    Again,
+}
+
 pub(crate) enum Msg {
     Admit(Box<NewRecord>),
     Facts {
         facts: Box<crate::wire::guardian::Facts>,
         watcher: bool,
-        /// Answered once applied: whether a watcher should keep watching.
-        done: Option<Sender<bool>>,
+        /// Answered once applied: what a watcher does next.
+        done: Option<Sender<Next>>,
     },
     Gone {
         guardian: String,
@@ -106,7 +117,7 @@ pub(crate) enum Msg {
         guardian: String,
         socket: String,
     },
-    Sync(Sender<bool>),
+    Sync(Sender<Next>),
     Sweep,
 }
 
@@ -257,7 +268,7 @@ impl Open {
 const MAX_IDLE_READERS: usize = 4;
 
 fn wait_reply(
-    rx: &crossbeam_channel::Receiver<bool>,
+    rx: &crossbeam_channel::Receiver<Next>,
     deadline: &Deadline,
 ) -> Result<(), HistoryError> {
     crossbeam_channel::select! {

@@ -6,7 +6,7 @@
 //! and retired only by the recorder thread, in message order, so a command admitted
 //! while its guardian's watcher is retiring always gets a watcher.
 
-use super::{Limits, Msg, Notify, capture, retention};
+use super::{Limits, Msg, Next, Notify, capture, retention};
 use crate::deadline::unix_ms;
 use crate::ipc::GuardianClient;
 use crate::store::history as table;
@@ -117,19 +117,19 @@ impl Recorder {
                 done,
             } => {
                 let (redact, limits) = (self.redact, self.limits.clone());
-                // Waiters are woken even when this pass changed nothing: another
-                // process's recorder may have stored the same facts first.
                 let applied = self.write("record facts", |c| {
-                    let a = capture::apply(c, &facts, redact, &limits, now)?;
-                    Ok((true, a.open))
+                    capture::apply(c, &facts, redact, &limits, now)
                 });
-                let open = applied.map_or(1, |(_, open)| open);
-                let keep = !watcher || open > 0;
-                if !keep {
+                let next = match applied {
+                    Some(a) if a.more => Next::Again,
+                    Some(a) if a.open == 0 && watcher => Next::Stop,
+                    _ => Next::Watch,
+                };
+                if next == Next::Stop {
                     self.watching.remove(&capture::identity(&facts));
                 }
                 if let Some(done) = done {
-                    let _ = done.send(keep);
+                    let _ = done.send(next);
                 }
             }
             Msg::Gone { guardian, reason } => {
@@ -143,7 +143,7 @@ impl Recorder {
             Msg::Sync(done) => {
                 // Catalog reads prune lazily: expired records never reach a reader.
                 self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
-                let _ = done.send(true);
+                let _ = done.send(Next::Watch);
             }
             Msg::Sweep => {
                 self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
@@ -205,9 +205,11 @@ impl Changed for bool {
     }
 }
 
-impl Changed for (bool, usize) {
+/// A facts pass always wakes waiters: another process's recorder may have stored the
+/// same facts first, and only a re-read of the catalog can tell.
+impl Changed for capture::Applied {
     fn changed(&self) -> bool {
-        self.0
+        true
     }
 }
 
@@ -216,6 +218,7 @@ impl Changed for (bool, usize) {
 fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
     let client = GuardianClient::new(socket);
     let mut after = 0;
+    let mut wait = WATCH_WAIT;
     let mut failures = 0;
     let gone = |reason: String| {
         let guardian = guardian.to_string();
@@ -225,7 +228,7 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
         let req = Request::Watch {
             after,
             wait: Wait {
-                timeout_ms: WATCH_WAIT.as_millis() as u64,
+                timeout_ms: wait.as_millis() as u64,
                 settle_ms: None,
             },
         };
@@ -233,9 +236,11 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
             Ok(Response::Facts(facts)) => {
                 failures = 0;
                 if capture::identity(&facts) != guardian {
-                    return gone("the session's guardian was replaced before the command's end \
+                    return gone(
+                        "the session's guardian was replaced before the command's end \
                                  was observed"
-                        .into());
+                            .into(),
+                    );
                 }
                 after = facts.seq;
                 let (done, keep) = bounded(1);
@@ -244,8 +249,17 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
                     watcher: true,
                     done: Some(done),
                 };
-                if tx.send(msg).is_err() || keep.recv() != Ok(true) {
+                if tx.send(msg).is_err() {
                     return;
+                }
+                wait = match keep.recv() {
+                    Ok(Next::Watch) => WATCH_WAIT,
+                    Ok(Next::Again) => Duration::ZERO,
+                    Ok(Next::Stop) | Err(_) => return,
+                };
+                if wait.is_zero() {
+                    // The guardian answers a zero wait at once, whatever `after` is.
+                    continue;
                 }
             }
             Ok(other) => {

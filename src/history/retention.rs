@@ -73,7 +73,10 @@ mod tests {
         };
         let seq = table::next_seq(c).unwrap();
         assert!(table::insert(c, &rec, seq).unwrap());
-        table::get(c, &scope(), &rec.execution_id).unwrap().unwrap().rowid
+        table::get(c, &scope(), &rec.execution_id)
+            .unwrap()
+            .unwrap()
+            .rowid
     }
 
     fn finish(c: &Connection, n: usize, at_ms: i64, limits: &Limits) {

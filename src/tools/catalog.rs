@@ -320,7 +320,7 @@ fn execution() -> Value {
     let id = json!({"type": "string"});
     let props = json!({"action": {
         "type": "object",
-        "description": "type: list {limit 1-128} | get {execution_id} | read {execution_id, source output|screen|detection, page_bytes <=65536, cursor} | observe {items [{execution_id, source, page_bytes, cursor}] 1-32, timeout_seconds} | wait {execution_ids <=32, after, events, timeout_seconds <=30}",
+        "description": "list {limit} | get {execution_id} | read {execution_id, source output|screen|detection, page_bytes, cursor} | observe {items [{execution_id, source, page_bytes, cursor}], timeout_seconds} | wait {execution_ids, after, events, timeout_seconds}",
         "properties": {
             "type": {"type": "string", "enum": ["list", "get", "read", "observe", "wait"]},
             "execution_id": id,
@@ -330,7 +330,7 @@ fn execution() -> Value {
     }});
     tool(
         ToolName::Execution,
-        "Durable history of this session's accepted commands: list, get, read output/screen pages by cursor, observe several, or wait for changes. Never consumes BashCommand output.",
+        "History of this session's commands: list, get, page output/screen by cursor, observe several, wait for changes. Read-only.",
         bound(props.as_object().cloned().unwrap_or_default(), &["action"]),
         Annotations {
             read_only: true,

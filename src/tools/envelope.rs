@@ -164,17 +164,15 @@ pub fn output_schema() -> Value {
         .iter()
         .map(|s| serde_json::to_value(s).unwrap_or_default())
         .collect();
+    // Every tool repeats this schema in `tools/list`, so it names only what a host
+    // branches on; the other envelope fields (`tool`, `message`, `retryable`, …) are
+    // required or documented, and extra properties are allowed.
     json!({
         "type": "object",
         "properties": {
             "status": {"enum": statuses},
-            "tool": {"type": "string"},
-            "message": {"type": "string"},
             "errorCode": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-            "retryable": {"type": "boolean"},
-            "retrySameCall": {"type": "boolean"},
             "nextAction": {"anyOf": [{"type": "object"}, {"type": "null"}]},
-            "requiredReads": {"type": "array"},
             "data": {"type": "object"}
         },
         "required": ["status", "tool", "message"]

@@ -103,11 +103,17 @@ pub enum ToolError {
         kind: crate::files::beneath::FileKind,
     },
     /// No execution by that id in the caller's scope (another scope's ids look the same).
-    ExecutionNotFound { execution_id: String },
+    ExecutionNotFound {
+        execution_id: String,
+    },
     /// A cursor that is forged, truncated, from another scope, execution or source.
-    InvalidCursor { detail: String },
+    InvalidCursor {
+        detail: String,
+    },
     /// The history catalog could not be read or brought up to date within the budget.
-    HistoryUnavailable { detail: String },
+    HistoryUnavailable {
+        detail: String,
+    },
     /// A task's work was interrupted by an adapter restart and its end was not observed.
     TaskOutcomeUnknown {
         detail: String,
@@ -230,9 +236,12 @@ impl ToolError {
                 false,
                 false,
             ),
-            ToolError::ExecutionNotFound { .. } => {
-                m(Status::InvalidInput, ErrorCode::ExecutionNotFound, false, false)
-            }
+            ToolError::ExecutionNotFound { .. } => m(
+                Status::InvalidInput,
+                ErrorCode::ExecutionNotFound,
+                false,
+                false,
+            ),
             ToolError::InvalidCursor { .. } => {
                 m(Status::InvalidInput, ErrorCode::InvalidCursor, true, false)
             }

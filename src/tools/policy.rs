@@ -169,21 +169,23 @@ mod tests {
         v.iter().map(|x| x.to_string()).collect()
     }
 
+    /// Seed 003's table, extended by seed 000: `Execution` in every profile, `Agent` in
+    /// `full`, `coding` and `terminal`.
     #[test]
-    fn profiles_match_seed_003() {
+    fn profiles_match_seeds_003_and_000() {
+        use ToolName::*;
         assert_eq!(Profile::Full.tools().len(), 14);
         assert_eq!(
             Profile::ReadOnly.tools().into_iter().collect::<Vec<_>>(),
-            vec![
-                ToolName::Initialize,
-                ToolName::ReadFiles,
-                ToolName::ReadImage,
-                ToolName::CodeMap
-            ]
+            vec![Initialize, ReadFiles, ReadImage, CodeMap, Execution]
         );
-        assert_eq!(Profile::Terminal.tools().len(), 2);
-        assert!(!Profile::Coding.tools().contains(&ToolName::ReadImage));
-        assert!(Profile::Coding.tools().contains(&ToolName::VerifyEdit));
+        assert_eq!(
+            Profile::Terminal.tools().into_iter().collect::<Vec<_>>(),
+            vec![Initialize, BashCommand, Execution, Agent]
+        );
+        let coding = Profile::Coding.tools();
+        assert!(!coding.contains(&ReadImage));
+        assert!([VerifyEdit, Execution, Agent].iter().all(|t| coding.contains(t)));
     }
 
     #[test]

@@ -89,7 +89,10 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
 
 /// Only the listed keys may appear in `action`.
 pub(crate) fn only(action: &Map<String, Value>, allowed: &[&str]) -> Result<(), ToolError> {
-    match action.keys().find(|k| k.as_str() != "type" && !allowed.contains(&k.as_str())) {
+    match action
+        .keys()
+        .find(|k| k.as_str() != "type" && !allowed.contains(&k.as_str()))
+    {
         Some(k) => Err(bad(format!(
             "unexpected field action.{k}; this action takes {}",
             allowed.join(", ")
@@ -173,6 +176,24 @@ fn synced(x: &Ctx) -> Result<Deadline, ToolError> {
     Ok(deadline)
 }
 
+/// The record of `id`, refreshed once from its guardian while it is open (running or
+/// still capturing). A failed refresh leaves the retained data, which is still answered.
+fn fresh(x: &Ctx, id: &str) -> Result<Record, ToolError> {
+    let deadline = synced(x)?;
+    let r = find(x, id)?;
+    if r.process_status != "running" && !r.output_pending {
+        return Ok(r);
+    }
+    let client = crate::ipc::GuardianClient::new(std::path::Path::new(&r.socket));
+    match x.open.refresh(&client, &deadline) {
+        Ok(()) => find(x, id),
+        Err(e) => {
+            log::debug!("history refresh of {id}: {e}");
+            Ok(r)
+        }
+    }
+}
+
 fn list(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     only(action, &["limit"])?;
     let limit = int_in(action.get("limit"), "limit", 1..=MAX_LIMIT, DEFAULT_LIMIT)?;
@@ -190,14 +211,17 @@ fn list(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
         "executions": records.iter().map(view::compact).collect::<Vec<_>>(),
         "catalog_cursor": x.open.key.seal(&x.tag, &cursor::Kind::Catalog { seq }),
     });
-    Ok(done(format!("Execution list: {}", records.len()), text, data))
+    Ok(done(
+        format!("Execution list: {}", records.len()),
+        text,
+        data,
+    ))
 }
 
 fn get(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     only(action, &["execution_id"])?;
     let id = execution_id(action.get("execution_id"), "execution_id")?;
-    synced(x)?;
-    let r = find(x, &id)?;
+    let r = fresh(x, &id)?;
     let text = format!("{}\ncwd: {}\n", view::line(&r), r.cwd);
     Ok(done(format!("Execution get: {id}"), text, view::full(&r)))
 }
@@ -206,8 +230,7 @@ fn read(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     only(action, &["execution_id", "source", "page_bytes", "cursor"])?;
     let id = execution_id(action.get("execution_id"), "execution_id")?;
     let req = page_req(action, page::DEFAULT_PAGE_BYTES)?;
-    synced(x)?;
-    let r = find(x, &id)?;
+    let r = fresh(x, &id)?;
     let page = x
         .open
         .read(|c| Ok(page::page(c, &x.open.key, &x.tag, &r, &req)))
@@ -215,7 +238,11 @@ fn read(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
         .map_err(page_error)?;
     let text = page["text"].as_str().unwrap_or_default().to_string();
     let data = json!({"execution": view::compact(&r), "page": page});
-    Ok(done(format!("Execution read: {id} {}", req.source), text, data))
+    Ok(done(
+        format!("Execution read: {id} {}", req.source),
+        text,
+        data,
+    ))
 }
 
 /// `source`, `page_bytes` and `cursor` of a read or an observe item.

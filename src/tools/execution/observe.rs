@@ -39,7 +39,11 @@ pub fn parse(action: &Map<String, Value>) -> Result<Parsed, ToolError> {
     only(action, &["items", "timeout_seconds"])?;
     let raw = match action.get("items") {
         Some(Value::Array(a)) if (1..=MAX_ITEMS).contains(&a.len()) => a,
-        _ => return Err(bad(format!("items must be an array of 1..={MAX_ITEMS} objects"))),
+        _ => {
+            return Err(bad(format!(
+                "items must be an array of 1..={MAX_ITEMS} objects"
+            )));
+        }
     };
     let mut items = Vec::with_capacity(raw.len());
     let mut seen = HashSet::new();
@@ -89,7 +93,11 @@ pub fn run(
 ) -> Result<ToolOutput, ToolError> {
     let deadline = Deadline::after("observe", parsed.budget);
     x.open.sync(&deadline).map_err(unavailable)?;
-    let ids: Vec<&str> = parsed.items.iter().map(|i| i.execution_id.as_str()).collect();
+    let ids: Vec<&str> = parsed
+        .items
+        .iter()
+        .map(|i| i.execution_id.as_str())
+        .collect();
     let before = x
         .open
         .read(|c| {
@@ -111,7 +119,9 @@ pub fn run(
         }
     }
     if deadline.expired() {
-        return Err(unavailable("the observation deadline passed before the catalog was read"));
+        return Err(unavailable(
+            "the observation deadline passed before the catalog was read",
+        ));
     }
     let (items, seq) = x
         .open
@@ -124,7 +134,9 @@ pub fn run(
             end.map(|_| out)
         })
         .map_err(unavailable)?;
-    let issues = items.iter().any(|i| i["errors"].as_array().is_some_and(|e| !e.is_empty()));
+    let issues = items
+        .iter()
+        .any(|i| i["errors"].as_array().is_some_and(|e| !e.is_empty()));
     let mut text = String::new();
     for i in &items {
         text.push_str(&format!(
@@ -138,7 +150,11 @@ pub fn run(
         "items": items,
         "catalog_cursor": x.open.key.seal(&x.tag, &Kind::Catalog { seq }),
     });
-    let mut out = done(format!("Execution observe: {} item(s)", ids.len()), text, data);
+    let mut out = done(
+        format!("Execution observe: {} item(s)", ids.len()),
+        text,
+        data,
+    );
     if issues {
         mark(
             &mut out.envelope,
@@ -163,9 +179,11 @@ fn read_items(
                 execution_id: item.execution_id.clone(),
             };
             errors.push(item_error("read", e.error_code(), e.message()));
-            out.push(json!({"execution_id": item.execution_id, "source": item.req.source,
+            out.push(
+                json!({"execution_id": item.execution_id, "source": item.req.source,
                             "status": "missing", "execution": null, "page": null,
-                            "errors": errors}));
+                            "errors": errors}),
+            );
             continue;
         };
         if let Some(e) = refresh_errors.get(&r.guardian) {
@@ -181,10 +199,16 @@ fn read_items(
             }
             Err(page::PageError::Db(e)) => return Err(e),
         };
-        let status = if errors.is_empty() { "observed" } else { "observed_with_issues" };
-        out.push(json!({"execution_id": r.execution_id, "source": item.req.source,
+        let status = if errors.is_empty() {
+            "observed"
+        } else {
+            "observed_with_issues"
+        };
+        out.push(
+            json!({"execution_id": r.execution_id, "source": item.req.source,
                         "status": status, "execution": view::compact(&r), "page": page,
-                        "errors": errors}));
+                        "errors": errors}),
+        );
     }
     Ok((out, table::seq(c)?))
 }

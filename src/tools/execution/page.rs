@@ -34,7 +34,12 @@ impl From<rusqlite::Error> for PageError {
 
 /// Where a page starts: the cursor's offset and snapshot when it belongs to this record
 /// and source, else an error.
-fn start(key: &Key, scope: &str, r: &Record, req: &PageReq) -> Result<Option<(u64, i64)>, PageError> {
+fn start(
+    key: &Key,
+    scope: &str,
+    r: &Record,
+    req: &PageReq,
+) -> Result<Option<(u64, i64)>, PageError> {
     let Some(c) = &req.cursor else {
         return Ok(None);
     };
@@ -44,14 +49,18 @@ fn start(key: &Key, scope: &str, r: &Record, req: &PageReq) -> Result<Option<(u6
             source,
             offset,
             snapshot,
-        }) if execution_id == r.execution_id && source == req.source => Ok(Some((offset, snapshot))),
+        }) if execution_id == r.execution_id && source == req.source => {
+            Ok(Some((offset, snapshot)))
+        }
         Some(Kind::Page { .. }) => Err(PageError::Cursor(
             "the cursor belongs to another execution or source".into(),
         )),
         Some(Kind::Catalog { .. }) => Err(PageError::Cursor(
             "a catalog cursor is for wait.after, not for pages".into(),
         )),
-        None => Err(PageError::Cursor("the cursor is not valid in this session".into())),
+        None => Err(PageError::Cursor(
+            "the cursor is not valid in this session".into(),
+        )),
     }
 }
 

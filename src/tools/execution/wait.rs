@@ -36,10 +36,17 @@ pub struct WaitReq {
 }
 
 pub fn parse(action: &Map<String, Value>) -> Result<WaitReq, ToolError> {
-    only(action, &["execution_ids", "after", "events", "timeout_seconds"])?;
+    only(
+        action,
+        &["execution_ids", "after", "events", "timeout_seconds"],
+    )?;
     let raw = match action.get("execution_ids") {
         Some(Value::Array(a)) if (1..=MAX_IDS).contains(&a.len()) => a,
-        _ => return Err(bad(format!("execution_ids must be an array of 1..={MAX_IDS} ids"))),
+        _ => {
+            return Err(bad(format!(
+                "execution_ids must be an array of 1..={MAX_IDS} ids"
+            )));
+        }
     };
     let mut ids = Vec::new();
     for (i, v) in raw.iter().enumerate() {
@@ -54,9 +61,11 @@ pub fn parse(action: &Map<String, Value>) -> Result<WaitReq, ToolError> {
         Some(Value::Array(a)) if !a.is_empty() => a
             .iter()
             .map(|e| {
-                EVENTS.iter().copied().find(|k| e.as_str() == Some(k)).ok_or_else(|| {
-                    bad(format!("events may hold only {}", EVENTS.join(", ")))
-                })
+                EVENTS
+                    .iter()
+                    .copied()
+                    .find(|k| e.as_str() == Some(k))
+                    .ok_or_else(|| bad(format!("events may hold only {}", EVENTS.join(", "))))
             })
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(bad("events must be a non-empty array")),
@@ -179,7 +188,11 @@ fn answer(
         .collect();
     let found: Vec<&Record> = records.iter().filter_map(|(_, r)| r.as_ref()).collect();
     // After a timeout the cursor stays at the baseline: nothing matching was consumed.
-    let next = if outcome == "timeout" { baseline.max(0) } else { seq };
+    let next = if outcome == "timeout" {
+        baseline.max(0)
+    } else {
+        seq
+    };
     let mut text = format!("wait: {outcome}\n");
     for r in &found {
         text.push_str(&view::line(r));
