@@ -5,6 +5,7 @@
 
 pub mod action;
 pub(crate) mod render;
+mod spill;
 pub mod task;
 
 use super::ToolContext;
