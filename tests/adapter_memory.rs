@@ -40,9 +40,11 @@ fn command() -> String {
     format!("seq 1 {LINES}")
 }
 
-/// Bytes `seq 1 LINES` prints.
-fn seq_bytes() -> u64 {
-    (1..=LINES).map(|n| n.to_string().len() as u64 + 1).sum()
+/// What `seq 1 LINES` prints.
+fn seq_output() -> Vec<u8> {
+    (1..=LINES)
+        .flat_map(|n| format!("{n}\n").into_bytes())
+        .collect()
 }
 
 fn spawn(rt: &str) -> Agent {
@@ -80,7 +82,11 @@ fn request(a: &mut Agent, method: &str, params: Value) -> Value {
 
 fn bash(a: &mut Agent, first: &Value, extra: Value) -> Value {
     let args = pair_args(first, extra);
-    let r = request(a, "tools/call", json!({"name": "BashCommand", "arguments": args}));
+    let r = request(
+        a,
+        "tools/call",
+        json!({"name": "BashCommand", "arguments": args}),
+    );
     r["result"].clone()
 }
 
@@ -95,12 +101,20 @@ fn assert_bounded(a: &Agent, what: &str) {
     );
 }
 
-/// A truncated answer naming its spill file; checks the file and returns its line count.
-fn spilled_lines(r: &Value) -> usize {
+/// What one answer delivered: the spill file's bytes when it is truncated (checking the
+/// marker, the file's name in the text and its mode), else the text above the status.
+fn delivered(r: &Value) -> Vec<u8> {
     let d = &r["structuredContent"]["data"];
-    assert_eq!(d["truncated"], true, "{d}");
     let t = text(r);
-    assert!(t.starts_with("[output truncated: "), "{}", &t[..t.len().min(300)]);
+    if d["truncated"] != true {
+        let end = t.rfind("---\nstatus: ").expect("a status line");
+        return t[..end].as_bytes().to_vec();
+    }
+    assert!(
+        t.starts_with("[output truncated: "),
+        "{}",
+        &t[..t.len().min(300)]
+    );
     let path = d["spill_path"]
         .as_str()
         .unwrap_or_else(|| panic!("no spill file: {d}"));
@@ -108,49 +122,57 @@ fn spilled_lines(r: &Value) -> usize {
     let meta = std::fs::metadata(path).unwrap();
     let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions());
     assert_eq!(mode & 0o777, 0o600);
-    let body = std::fs::read(path).unwrap();
-    assert!(body.iter().all(|&b| b.is_ascii_digit() || b == b'\n'));
-    body.iter().filter(|&&b| b == b'\n').count()
+    std::fs::read(path).unwrap()
+}
+
+/// Follow the command from its first answer with `status_check`s until it ends; returns
+/// everything delivered, in order, and the number of truncated answers.
+fn follow(a: &mut Agent, first: &Value, mut r: Value, wait: f64) -> (Vec<u8>, usize) {
+    let (mut all, mut spills) = (Vec::new(), 0);
+    loop {
+        spills += usize::from(r["structuredContent"]["data"]["truncated"] == true);
+        all.extend(delivered(&r));
+        if r["structuredContent"]["status"] != "running" {
+            let sc = &r["structuredContent"];
+            assert_eq!(sc["data"]["exit_code"], 0, "{sc}");
+            return (all, spills);
+        }
+        let check = json!({"action_json": {"status_check": true}, "wait_for_seconds": wait});
+        r = bash(a, first, check);
+    }
+}
+
+/// `output` is exactly what `seq 1 LINES` prints (not `assert_eq!`: megabytes).
+fn assert_whole(output: &[u8]) {
+    assert!(
+        output == seq_output(),
+        "{} bytes, not the command's output",
+        output.len()
+    );
 }
 
 fn one_large_answer_spills_without_holding_the_output(rt: &str) {
     let mut a = spawn(rt);
     let s = a.first_call();
-    let r = bash(
-        &mut a,
-        &s,
-        json!({"action_json": {"command": command()}, "wait_for_seconds": 600}),
-    );
-    assert_eq!(r["structuredContent"]["data"]["exit_code"], 0, "{r}");
-    assert_eq!(spilled_lines(&r), LINES);
-    let path = r["structuredContent"]["data"]["spill_path"].as_str().unwrap();
-    assert_eq!(std::fs::metadata(path).unwrap().len(), seq_bytes());
+    let args = json!({"action_json": {"command": command()}, "wait_policy": "until_complete"});
+    let r = bash(&mut a, &s, args);
+    // One answer when the shell is fast enough (the longest inline wait is 50 s); a slow
+    // debug build may need more.
+    let (output, spills) = follow(&mut a, &s, r, 50.0);
+    assert!(spills > 0);
+    assert_whole(&output);
     assert_bounded(&a, "one answer");
 }
 
 fn several_deliveries_stay_bounded(rt: &str) {
     let mut a = spawn(rt);
     let s = a.first_call();
-    let mut r = bash(
-        &mut a,
-        &s,
-        json!({"action_json": {"command": command()}, "wait_for_seconds": 0.5}),
-    );
-    // Each truncated answer spills its own range, so together they hold at most every line.
-    let (mut spills, mut lines) = (0, 0);
-    loop {
-        if r["structuredContent"]["data"]["truncated"] == true {
-            spills += 1;
-            lines += spilled_lines(&r);
-        }
-        if r["structuredContent"]["status"] != "running" {
-            break;
-        }
-        let check = json!({"action_json": {"status_check": true}, "wait_for_seconds": 2});
-        r = bash(&mut a, &s, check);
-    }
-    assert_eq!(r["structuredContent"]["data"]["exit_code"], 0, "{r}");
-    assert!(spills > 0 && lines <= LINES, "{spills} spills of {lines} lines");
+    let args = json!({"action_json": {"command": command()}, "wait_for_seconds": 0.5});
+    let r = bash(&mut a, &s, args);
+    // Each answer spills (or shows) its own range: together, all of the output.
+    let (output, spills) = follow(&mut a, &s, r, 2.0);
+    assert!(spills > 1, "{spills} truncated answers");
+    assert_whole(&output);
     assert_bounded(&a, "several deliveries");
 }
 
@@ -175,10 +197,18 @@ fn a_task_result_stays_bounded(rt: &str) {
         .as_str()
         .unwrap_or_else(|| panic!("not a task: {r}"))
         .to_string();
-    let res = request(&mut a, "tasks/result", json!({"taskId": id}));
+    // `tasks/result` blocks for a while, then asks to be called again.
+    let res = loop {
+        let res = request(&mut a, "tasks/result", json!({"taskId": id}));
+        if res["error"]["data"]["status"] != "working" {
+            break res;
+        }
+    };
     let result = &res["result"];
-    assert_eq!(result["structuredContent"]["data"]["exit_code"], 0, "{res}");
-    // The task's spill is built from the start of the execution: every line.
-    assert_eq!(spilled_lines(result), LINES);
+    let sc = &result["structuredContent"];
+    assert_eq!(sc["data"]["exit_code"], 0, "{sc} {}", res["error"]);
+    // The task's spill is built from the start of the execution: all of the output.
+    assert_eq!(sc["data"]["truncated"], true);
+    assert_whole(&delivered(result));
     assert_bounded(&a, "task result");
 }
