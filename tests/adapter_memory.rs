@@ -92,6 +92,8 @@ fn bash(a: &mut Agent, first: &Value, extra: Value) -> Value {
 
 fn assert_bounded(a: &Agent, what: &str) {
     let peak = peak_rss(a);
+    // Shown with --nocapture: the figure, not only the verdict.
+    eprintln!("{what}: adapter VmHWM {} KiB", peak / 1024);
     assert!(
         peak < MAX_PEAK_BYTES,
         "{what}: adapter VmHWM {} KiB ({:.1} MiB) is over the {} MiB bound",
