@@ -110,7 +110,7 @@ fn delivered(r: &Value) -> Vec<u8> {
     let t = text(r);
     if d["truncated"] != true {
         let end = t.rfind("---\nstatus: ").expect("a status line");
-        return t[..end].as_bytes().to_vec();
+        return t.as_bytes()[..end].to_vec();
     }
     assert!(
         t.starts_with("[output truncated: "),
