@@ -106,7 +106,10 @@ fn profiles_filter_the_catalog() {
                 "Execution",
             ],
         ),
-        ("read-only", &["Initialize", "ReadFiles", "ReadImage", "Execution"]),
+        (
+            "read-only",
+            &["Initialize", "ReadFiles", "ReadImage", "Execution"],
+        ),
         ("terminal", &["Initialize", "BashCommand", "Execution"]),
     ] {
         let mut a = Agent::spawn_with(Opts {

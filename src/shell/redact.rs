@@ -30,13 +30,12 @@ const SECRET_KEY_WORDS: [&str; 5] = ["SECRET", "PASSW", "PASSPHRASE", "APIKEY", 
 
 const REDACTED: &str = "[REDACTED]";
 
-/// A PEM private key (RSA, EC, OPENSSH, ENCRYPTED, PGP … BLOCK): the whole block or, when
-/// the END line is missing, the BEGIN line and the base64/header lines after it.
-const PEM: &str = concat!(
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
-    r"(?:(?s:.*?)-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
-    r"|(?:\n[A-Za-z0-9+/=]+(?m:$)|\n[A-Za-z-]+: [^\n]*)*)"
-);
+/// The BEGIN and END lines of a PEM private key (RSA, EC, OPENSSH, ENCRYPTED, PGP … BLOCK).
+const PEM_BEGIN: &str = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----";
+const PEM_END: &str = r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----";
+/// After `PEM_BEGIN`: the rest of the block through `PEM_END` or, when the END line is
+/// missing, the base64/header lines after the BEGIN line.
+const PEM_BODY: &str = r"(?:(?s:.*?)END_LINE|(?:\n[A-Za-z0-9+/=]+(?m:$)|\n[A-Za-z-]+: [^\n]*)*)";
 
 /// Vendor token shapes, one named group each; `TOKEN_LABELS` maps the group to its label.
 /// Alternation is leftmost-first, so `sk-ant-` wins over the generic `sk-`.
@@ -138,6 +137,8 @@ const LINE_RULES: [Spec; 6] = [
 /// Compiled redaction rules. Build once; `redact` takes `&self` and is thread-safe.
 pub struct Redactor {
     pem: Regex,
+    pem_begin: Regex,
+    pem_end: Regex,
     line_rules: Vec<(Regex, &'static Spec)>,
 }
 
@@ -147,8 +148,11 @@ impl Redactor {
         // The patterns are constants covered by the tests, not user input.
         let compile = |p: &str| Regex::new(p).expect("built-in redaction pattern compiles");
         let line_rules = LINE_RULES.iter().map(|spec| (compile(spec.pattern), spec));
+        let pem = format!("{PEM_BEGIN}{}", PEM_BODY.replace("END_LINE", PEM_END));
         Redactor {
-            pem: compile(PEM),
+            pem: compile(&pem),
+            pem_begin: compile(PEM_BEGIN),
+            pem_end: compile(PEM_END),
             line_rules: line_rules.collect(),
         }
     }
@@ -223,6 +227,19 @@ impl Redactor {
             }
         }
         found
+    }
+
+    /// The start of the line opening a private-key block that `text` does not close, if
+    /// any. The key rule is the one that spans lines: text redacted in pieces holds back
+    /// from here until the END line has arrived, so the block is replaced whole. A BEGIN
+    /// before the last END is closed by it (the rule matches up to the first END).
+    pub fn open_private_key(&self, text: &str) -> Option<usize> {
+        if !text.contains("PRIVATE KEY") {
+            return None;
+        }
+        let closed = self.pem_end.find_iter(text).last().map_or(0, |m| m.end());
+        let begin = self.pem_begin.find_at(text, closed)?.start();
+        Some(text[..begin].rfind('\n').map_or(0, |nl| nl + 1))
     }
 }
 
@@ -496,6 +513,22 @@ eyJ is how base64 of '{"' starts => =
         }
         let cut = format!("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n{body}$ next");
         assert_eq!(r(&cut), ("[REDACTED PRIVATE KEY]\n$ next".to_owned(), 1));
+    }
+
+    #[test]
+    fn an_unclosed_private_key_is_found_from_its_line() {
+        let open = |t: &str| Redactor::global().open_private_key(t);
+        let (begin, end) = (
+            "-----BEGIN RSA PRIVATE KEY-----",
+            "-----END RSA PRIVATE KEY-----",
+        );
+        assert_eq!(open("plain\ntext\n"), None);
+        assert_eq!(open(&format!("a\nkey: {begin}\nMIIE\n")), Some(2));
+        assert_eq!(open(&format!("{begin}\nMIIE\n{end}\n")), None);
+        // A block closed, then another opened: only the second is open.
+        let two = format!("{begin}\nA\n{end}\nx\n{begin}\nB\n");
+        assert_eq!(open(&two), Some(two.rfind(begin).unwrap()));
+        assert_eq!(open(&format!("{end}\n")), None);
     }
 
     #[test]

@@ -185,7 +185,11 @@ mod tests {
         );
         let coding = Profile::Coding.tools();
         assert!(!coding.contains(&ReadImage));
-        assert!([VerifyEdit, Execution, Agent].iter().all(|t| coding.contains(t)));
+        assert!(
+            [VerifyEdit, Execution, Agent]
+                .iter()
+                .all(|t| coding.contains(t))
+        );
     }
 
     #[test]

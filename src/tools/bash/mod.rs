@@ -6,6 +6,7 @@
 pub mod action;
 pub(crate) mod record;
 pub(crate) mod render;
+mod spill;
 pub mod task;
 
 use super::ToolContext;

@@ -10,12 +10,6 @@ use crate::tools::error::{RETRY_AFTER_MS, SessionPair, mark};
 use crate::tools::error_code::ErrorCode;
 use crate::wire::guardian::{ActionResult, ProcessStatus, SecretValues};
 use serde_json::json;
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
-
-/// Most journal bytes re-read to build one spill file; beyond it the spill says so.
-const MAX_SPILL_SOURCE_BYTES: u64 = 256 * 1024 * 1024;
 
 pub fn action(
     ctx: &ToolContext,
@@ -34,7 +28,7 @@ pub fn action(
     let mut spill_path = None;
     let mut spill_error = r.journal_error.clone();
     if truncated {
-        match spill(ctx, key, &r) {
+        match super::spill::write(ctx, key, &r) {
             Ok(p) => spill_path = Some(p.to_string_lossy().into_owned()),
             Err(e) => spill_error = Some(e),
         }
@@ -125,63 +119,6 @@ pub fn action(
         images: Vec::new(),
         text,
         envelope,
-    }
-}
-
-/// Write the cleaned (and redacted) text of this delivery's whole range to a private file.
-fn spill(ctx: &ToolContext, key: &str, r: &ActionResult) -> Result<PathBuf, String> {
-    let journal = r
-        .journal_path
-        .as_ref()
-        .ok_or("no journal for this execution")?;
-    let start = r.offset_start - r.omitted_bytes;
-    let len = (r.offset_end - start).min(MAX_SPILL_SOURCE_BYTES);
-    let mut raw = Vec::with_capacity(len as usize);
-    let mut f = std::fs::File::open(journal).map_err(|e| format!("open journal: {e}"))?;
-    f.seek(SeekFrom::Start(start))
-        .map_err(|e| format!("seek journal: {e}"))?;
-    f.take(len)
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("read journal: {e}"))?;
-    let mut text = output::clean(&raw);
-    if let Some(known) = known_secrets(ctx, &r.secrets) {
-        text = redact_all(&text, &known).0.into_owned();
-    }
-    let dir = ctx.runtime.session_dir(key);
-    let exec = r.state.execution_id.as_deref().unwrap_or("idle");
-    let path = dir.join(format!("spill-{exec}-{}.txt", r.offset_end));
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("create spill file: {e}"))?;
-    out.write_all(text.as_bytes())
-        .map_err(|e| format!("write spill file: {e}"))?;
-    prune_spills(&dir);
-    Ok(path)
-}
-
-/// Spill files kept per session; older ones are deleted (newest first by name order of
-/// their byte offsets is not global, so modification time decides).
-const RETAINED_SPILLS: usize = 16;
-
-fn prune_spills(dir: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut spills: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("spill-"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
-    if spills.len() <= RETAINED_SPILLS {
-        return;
-    }
-    spills.sort();
-    for (_, p) in &spills[..spills.len() - RETAINED_SPILLS] {
-        let _ = std::fs::remove_file(p);
     }
 }
 
