@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use std::io::{Read, Seek, SeekFrom};
 
 /// Raw journal bytes converted per record per pass; the next pass continues.
-const MAX_PASS_BYTES: u64 = 4 * 1024 * 1024;
+const MAX_PASS_BYTES: u64 = 1024 * 1024;
 /// Stored chunk size: the retained window overshoots its cap by less than one chunk.
 const CHUNK_BYTES: usize = 64 * 1024;
 /// An unfinished line longer than this is converted without waiting for its end.
@@ -180,6 +180,7 @@ fn capture(
     if r.raw_end >= r.raw_bytes {
         return Ok(false);
     }
+    skip_beyond_retention(c, r, limits)?;
     let want = ((r.raw_bytes - r.raw_end) as u64).min(MAX_PASS_BYTES);
     let raw = match read_journal(r.journal_path.as_deref(), r.raw_end as u64, want) {
         Some(raw) if !raw.is_empty() => raw,
@@ -217,6 +218,21 @@ fn capture(
     }
     r.retained_bytes = r.text_end - r.retained_start;
     Ok(bounded)
+}
+
+/// Output far beyond what retention keeps is never converted only to be pruned: the
+/// recorder jumps to the last `2 × output_bytes` raw bytes. The skipped text counts as
+/// pruned head (its text offsets are estimated by its raw size; nothing can read there).
+fn skip_beyond_retention(c: &Connection, r: &mut Record, limits: &Limits) -> rusqlite::Result<()> {
+    let keep = 2 * limits.output_bytes as i64;
+    let skip = r.raw_bytes - r.raw_end - keep;
+    if skip <= 0 {
+        return Ok(());
+    }
+    r.raw_end += skip;
+    r.text_end += skip;
+    r.retained_start = table::drop_chunks_before(c, r.rowid, r.text_end)?.max(r.text_end);
+    Ok(())
 }
 
 fn read_journal(path: Option<&str>, from: u64, len: u64) -> Option<Vec<u8>> {
