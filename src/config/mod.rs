@@ -142,6 +142,7 @@ impl Config {
             history: crate::history::Limits {
                 output_bytes: vars::number(&vars::HISTORY_OUTPUT_BYTES, env)?,
                 clock_skew_ms: vars::number(&vars::CLOCK_SKEW_SECS, env)? as i64 * 1000,
+                turn_rules: turn_rules(env)?,
                 ..Default::default()
             },
             policy,
@@ -153,6 +154,18 @@ impl Config {
             principal: "local".into(),
         })
     }
+}
+
+/// The configurable recognizer's rules (`WINX_TURN_RECOGNIZER_CONFIG`), checked at start.
+fn turn_rules(
+    env: vars::Env,
+) -> Result<Option<std::sync::Arc<crate::shell::turn::Rules>>, ConfigError> {
+    let Some(path) = vars::text(&vars::TURN_RECOGNIZER_CONFIG, env) else {
+        return Ok(None);
+    };
+    crate::shell::turn::load_rules(std::path::Path::new(&path))
+        .map(|r| Some(std::sync::Arc::new(r)))
+        .map_err(|e| ConfigError(format!("WINX_TURN_RECOGNIZER_CONFIG ({path}): {e}")))
 }
 
 /// `$WINX_STATE_DIR`, else `$XDG_STATE_HOME/winx`, else `~/.local/state/winx`.

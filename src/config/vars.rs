@@ -150,6 +150,11 @@ pub const HISTORY_OUTPUT_BYTES: Var = Var {
     },
     help: "execution history: output text retained per execution (newest kept)",
 };
+pub const TURN_RECOGNIZER_CONFIG: Var = Var {
+    name: "WINX_TURN_RECOGNIZER_CONFIG",
+    kind: Kind::Text { default: "none" },
+    help: "JSON rules {busy, awaiting_input, awaiting_approval} for the configurable turn recognizer (a private file)",
+};
 pub const HTTP_TOKEN: Var = Var {
     name: "WINX_HTTP_TOKEN",
     kind: Kind::Text { default: "none" },
@@ -251,6 +256,7 @@ pub const ALL: &[Var] = &[
     MAX_TASKS,
     SESSION_STATES,
     HISTORY_OUTPUT_BYTES,
+    TURN_RECOGNIZER_CONFIG,
     HTTP_TOKEN,
     HTTP_REQUEST_TIMEOUT_MS,
     HTTP_IO_TIMEOUT_MS,

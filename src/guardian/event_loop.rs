@@ -40,7 +40,7 @@ const READ_REPLY_MAX: usize = 32 * 1024;
 enum WaitKind {
     Action { bg: Option<String> },
     Read { offset: u64 },
-    Watch { after: u64 },
+    Watch { after: u64, screen: bool },
     Reset,
 }
 
@@ -423,9 +423,13 @@ impl EventLoop {
                 seen_total: 0,
                 settle_at: None,
             }),
-            Request::Watch { after, wait } => self.waiters.push(Waiter {
+            Request::Watch {
+                after,
+                wait,
+                screen,
+            } => self.waiters.push(Waiter {
                 client,
-                kind: WaitKind::Watch { after },
+                kind: WaitKind::Watch { after, screen },
                 deadline: Deadline::after("watch wait", Duration::from_millis(wait.timeout_ms)),
                 settle: None,
                 seen_total: 0,
@@ -488,7 +492,7 @@ impl EventLoop {
                         done.push(i);
                     }
                 }
-                WaitKind::Watch { after } => {
+                WaitKind::Watch { after, .. } => {
                     if self.session.activity.seq > *after || w.deadline.expired() {
                         done.push(i);
                     }
@@ -524,7 +528,7 @@ impl EventLoop {
                         secrets: SecretValues(self.session.secrets.values().to_vec()),
                     }
                 }
-                WaitKind::Watch { .. } => Response::Facts(self.session.facts()),
+                WaitKind::Watch { screen, .. } => Response::Facts(self.session.facts(screen)),
                 WaitKind::Reset => Response::Error(GuardianError::Io {
                     detail: "the new shell printed no prompt in time".into(),
                 }),

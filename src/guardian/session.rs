@@ -58,7 +58,7 @@ pub struct Session {
     pub shell: Shell,
     pub cwd: String,
     pub fg: Option<Execution>,
-    vt: vt100::Parser,
+    pub(super) vt: vt100::Parser,
     last_screen: Vec<String>,
     pub bg: BTreeMap<String, Background>,
     next_exec: u64,

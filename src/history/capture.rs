@@ -59,6 +59,15 @@ pub fn apply(
         {
             Some(f) => {
                 applied.more |= step(c, &mut r, f, redact.then_some(&known), limits, now_ms)?;
+                match &facts.screen {
+                    Some(s) if s.execution_id == r.execution_id && !f.finished => {
+                        super::turn::apply(c, &mut r, s, limits.screen_bytes, now_ms)?;
+                    }
+                    _ if f.finished && r.turn_state.is_some() => {
+                        r.turn_state = Some("idle".into());
+                    }
+                    _ => {}
+                }
             }
             None => lost(
                 &mut r,
@@ -112,6 +121,9 @@ fn stamp(before: &Record, r: &mut Record, seq: i64, now_ms: i64) {
     r.observed_at_ms = now_ms;
     if r.process_status != before.process_status || r.exit_code != before.exit_code {
         r.state_seq = seq;
+    }
+    if r.turn_state != before.turn_state {
+        r.turn_seq = seq;
     }
     if r.text_end != before.text_end || r.gap_bytes != before.gap_bytes {
         r.output_seq = seq;

@@ -13,6 +13,7 @@ pub mod capture;
 pub mod cursor;
 mod recorder;
 pub mod retention;
+pub mod turn;
 
 use crate::deadline::Deadline;
 use crate::ipc::GuardianClient;
@@ -33,6 +34,8 @@ pub struct Limits {
     pub ttl_ms: i64,
     /// Added to the clock for expiry decisions (`WINX_CLOCK_SKEW_SECS`, tests).
     pub clock_skew_ms: i64,
+    /// The `configurable` recognizer's rules (`WINX_TURN_RECOGNIZER_CONFIG`).
+    pub turn_rules: Option<Arc<crate::shell::turn::Rules>>,
 }
 
 impl Default for Limits {
@@ -44,6 +47,7 @@ impl Default for Limits {
             scope_bytes: 16 * 1024 * 1024,
             ttl_ms: 24 * 60 * 60 * 1000,
             clock_skew_ms: 0,
+            turn_rules: None,
         }
     }
 }
@@ -185,6 +189,11 @@ impl History {
         })
     }
 
+    /// The `configurable` recognizer's rules, when configured.
+    pub fn turn_rules(&self) -> Option<Arc<crate::shell::turn::Rules>> {
+        self.limits.turn_rules.clone()
+    }
+
     /// Record a command a guardian just accepted (never blocks on the database).
     pub fn admit(&self, record: NewRecord) {
         match self.open() {
@@ -214,6 +223,7 @@ impl Open {
                 timeout_ms: 0,
                 settle_ms: None,
             },
+            screen: true,
         };
         match client.call(&req, budget) {
             Ok(Response::Facts(facts)) => {

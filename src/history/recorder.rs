@@ -231,6 +231,7 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
                 timeout_ms: wait.as_millis() as u64,
                 settle_ms: None,
             },
+            screen: true,
         };
         match client.call(&req, WATCH_WAIT + WATCH_SLACK) {
             Ok(Response::Facts(facts)) => {

@@ -57,7 +57,10 @@ pub const MIGRATION: &str = "CREATE TABLE executions (
     CREATE TABLE execution_screen (
         exec INTEGER PRIMARY KEY REFERENCES executions(id) ON DELETE CASCADE,
         snapshot INTEGER NOT NULL,
-        text TEXT NOT NULL
+        text TEXT NOT NULL,
+        captured_at_ms INTEGER NOT NULL,
+        quiet_ms INTEGER NOT NULL,
+        detection TEXT
     ) STRICT;
     CREATE TABLE history_seq (one INTEGER PRIMARY KEY CHECK (one = 1), seq INTEGER NOT NULL)
         STRICT;
@@ -343,20 +346,51 @@ pub fn read_text(c: &Connection, rowid: i64, from: i64, max: usize) -> rusqlite:
     Ok(out)
 }
 
+/// A record's newest screen and the detection made from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Screen {
+    /// Grows whenever the text changes; page cursors carry it.
+    pub snapshot: i64,
+    pub text: String,
+    pub captured_at_ms: i64,
+    /// Quiet time (no output or input) when it was captured.
+    pub quiet_ms: i64,
+    /// The `auto` detection, as JSON.
+    pub detection: Option<String>,
+}
+
 /// Replace the screen snapshot of a record.
-pub fn put_screen(c: &Connection, rowid: i64, snapshot: i64, text: &str) -> rusqlite::Result<()> {
+pub fn put_screen(c: &Connection, rowid: i64, s: &Screen) -> rusqlite::Result<()> {
     c.execute(
-        "INSERT OR REPLACE INTO execution_screen (exec, snapshot, text) VALUES (?1, ?2, ?3)",
-        params![rowid, snapshot, text],
+        "INSERT OR REPLACE INTO execution_screen
+            (exec, snapshot, text, captured_at_ms, quiet_ms, detection)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            rowid,
+            s.snapshot,
+            s.text,
+            s.captured_at_ms,
+            s.quiet_ms,
+            s.detection
+        ],
     )?;
     Ok(())
 }
 
-pub fn screen(c: &Connection, rowid: i64) -> rusqlite::Result<Option<(i64, String)>> {
+pub fn screen(c: &Connection, rowid: i64) -> rusqlite::Result<Option<Screen>> {
     c.query_row(
-        "SELECT snapshot, text FROM execution_screen WHERE exec = ?1",
+        "SELECT snapshot, text, captured_at_ms, quiet_ms, detection
+         FROM execution_screen WHERE exec = ?1",
         params![rowid],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| {
+            Ok(Screen {
+                snapshot: r.get(0)?,
+                text: r.get(1)?,
+                captured_at_ms: r.get(2)?,
+                quiet_ms: r.get(3)?,
+                detection: r.get(4)?,
+            })
+        },
     )
     .optional()
 }

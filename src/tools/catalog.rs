@@ -320,9 +320,9 @@ fn execution() -> Value {
     let id = json!({"type": "string"});
     let props = json!({"action": {
         "type": "object",
-        "description": "list {limit} | get {execution_id} | read {execution_id, source output|screen|detection, page_bytes, cursor} | observe {items [{execution_id, source, page_bytes, cursor}], timeout_seconds} | wait {execution_ids, after, events, timeout_seconds}",
+        "description": "list {limit} | get {execution_id} | explain {execution_id, recognizer} | read {execution_id, source output|screen|detection, page_bytes, cursor} | observe {items [{execution_id, source, page_bytes, cursor}], timeout_seconds} | wait {execution_ids, after, events, timeout_seconds}",
         "properties": {
-            "type": {"type": "string", "enum": ["list", "get", "read", "observe", "wait"]},
+            "type": {"type": "string", "enum": ["list", "get", "explain", "read", "observe", "wait"]},
             "execution_id": id,
             "execution_ids": {"type": "array", "items": id},
         },

@@ -43,7 +43,13 @@ pub enum Request {
     Reset,
     /// Facts about every execution this guardian knows (for the history recorder),
     /// answered once its activity counter passes `after` or when `wait` ends.
-    Watch { after: u64, wait: Wait },
+    /// With `screen`, the answer carries the foreground command's screen.
+    Watch {
+        after: u64,
+        wait: Wait,
+        #[serde(default)]
+        screen: bool,
+    },
     /// Add `learn` to the session's known secret values and answer with all of them
     /// (`Response::Secrets`).
     Secrets {
@@ -140,8 +146,22 @@ pub struct Facts {
     pub created_at_ms: i64,
     /// Running and recently ended executions, oldest first.
     pub executions: Vec<ExecFact>,
+    /// The visible screen while a foreground command runs (when asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenFact>,
     #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
     pub secrets: SecretValues,
+}
+
+/// The shell terminal's visible screen, for turn recognition.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ScreenFact {
+    /// The foreground execution the screen belongs to.
+    pub execution_id: String,
+    /// Every row, trailing spaces trimmed, trailing empty rows dropped.
+    pub text: String,
+    /// Milliseconds since the session's last output or input.
+    pub quiet_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

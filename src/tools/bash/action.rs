@@ -23,6 +23,7 @@ pub const POLICIES: &[&str] = &["adaptive", "return_early", "until_complete"];
 const DEFAULT_COMMAND_WAIT: f64 = 20.0;
 const DEFAULT_STATUS_WAIT: f64 = 10.0;
 const DEFAULT_INPUT_WAIT: f64 = 3.0;
+const DEFAULT_TURN_WAIT: f64 = 30.0;
 /// Upper bound of any inline wait: below the 60 s request timeout of common clients (both
 /// TypeScript SDKs) with margin, so the agent gets "still running; use status_check"
 /// rather than a client-side timeout; and far below the HTTP request timeout (120 s).
@@ -50,6 +51,12 @@ pub enum Action {
         lines: Option<usize>,
         diff: bool,
     },
+    /// Turn recognition of the program in the foreground: `inspect` reports it now,
+    /// `wait_for_turn` waits until it awaits input or approval (or ends).
+    Turn {
+        wait: bool,
+        recognizer: String,
+    },
 }
 
 impl Action {
@@ -59,6 +66,8 @@ impl Action {
             Action::StatusCheck { .. } => "status_check",
             Action::Input { .. } => "input",
             Action::Screen { .. } => "screen",
+            Action::Turn { wait: true, .. } => "wait_for_turn",
+            Action::Turn { wait: false, .. } => "inspect",
         }
     }
 }
@@ -77,7 +86,8 @@ fn bad(detail: impl Into<String>) -> ToolError {
 
 const SHAPES: &str = "{\"command\": str, \"is_background\"?: bool} | {\"status_check\": true, \"bg_command_id\"?: str} | \
 {\"send_text\": str, \"submit\"?: bool} | {\"send_specials\": [key]} | {\"send_ascii\": [int]} | \
-{\"screen\": true, \"lines\"?: int, \"diff\"?: bool}";
+{\"screen\": true, \"lines\"?: int, \"diff\"?: bool} | {\"wait_for_turn\": true, \"recognizer\"?: str} | \
+{\"inspect\": true, \"recognizer\"?: str}";
 
 /// Parse `action_json`.
 pub fn parse_action(v: Option<&Value>) -> Result<Action, ToolError> {
@@ -110,6 +120,8 @@ pub fn parse_action(v: Option<&Value>) -> Result<Action, ToolError> {
         "send_specials",
         "send_ascii",
         "screen",
+        "wait_for_turn",
+        "inspect",
     ]
     .into_iter()
     .filter(|k| obj.contains_key(*k))
@@ -125,6 +137,8 @@ pub fn parse_action(v: Option<&Value>) -> Result<Action, ToolError> {
         "send_text" => &["send_text", "submit", "bg_command_id"],
         "send_specials" => &["send_specials", "bg_command_id"],
         "send_ascii" => &["send_ascii", "bg_command_id"],
+        "wait_for_turn" => &["wait_for_turn", "recognizer"],
+        "inspect" => &["inspect", "recognizer"],
         _ => &["screen", "lines", "diff"],
     };
     let a = Args::strict(&obj, allowed)?;
@@ -135,6 +149,14 @@ pub fn parse_action(v: Option<&Value>) -> Result<Action, ToolError> {
         Some(o) => Err(bad(format!("{k} must be a boolean, got {}", type_name(o)))),
     };
     Ok(match kind {
+        "wait_for_turn" | "inspect" => {
+            let recognizer = a.opt_str("recognizer")?.unwrap_or("auto");
+            crate::shell::turn::Choice::parse(recognizer).map_err(bad)?;
+            Action::Turn {
+                wait: kind == "wait_for_turn",
+                recognizer: recognizer.to_string(),
+            }
+        }
         "command" => {
             let command = a.req_str("command")?;
             if command.contains('\0') {
@@ -242,7 +264,8 @@ pub fn plan_wait(action: &Action, policy: &str, seconds: Option<f64>) -> Option<
         Action::Command { .. } => DEFAULT_COMMAND_WAIT,
         Action::StatusCheck { .. } => DEFAULT_STATUS_WAIT,
         Action::Input { .. } => DEFAULT_INPUT_WAIT,
-        Action::Screen { .. } => 0.0,
+        Action::Screen { .. } | Action::Turn { wait: false, .. } => 0.0,
+        Action::Turn { wait: true, .. } => DEFAULT_TURN_WAIT,
     };
     let secs = match policy {
         "until_complete" => MAX_WAIT_SECONDS,

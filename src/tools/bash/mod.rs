@@ -8,6 +8,7 @@ pub(crate) mod record;
 pub(crate) mod render;
 mod spill;
 pub mod task;
+pub mod turn;
 
 use super::ToolContext;
 use super::envelope::ToolOutput;
@@ -106,6 +107,11 @@ pub fn start(
         })?;
     let running = ensured.snapshot.running.is_some();
     enforce_mode(&binding, &act, running)?;
+    if let Action::Turn { wait, recognizer } = &act {
+        let budget = Duration::from_millis(plan.timeout_ms);
+        let out = turn::run(ctx, &ensured.client, &pair, *wait, recognizer, budget)?;
+        return Ok(Step::Done(out));
+    }
     let wait = Wait {
         timeout_ms: plan.timeout_ms,
         settle_ms: plan.settle_ms,
@@ -132,6 +138,7 @@ pub fn start(
             lines: *lines,
             diff: *diff,
         },
+        Action::Turn { .. } => unreachable!("turn actions are answered above"),
     };
     let resp = ensured
         .client
@@ -149,7 +156,14 @@ pub fn start(
         Response::Action(r) if promote && r.state.process_status == ProcessStatus::Running => Ok(
             Step::Running(task::Pending::new(key, pair, ensured.client, act.name(), r)),
         ),
-        Response::Action(r) => Ok(Step::Done(render::action(ctx, &key, &pair, act.name(), r))),
+        Response::Action(r) => {
+            let foreground = r.state.bg_command_id.is_none();
+            let mut out = render::action(ctx, &key, &pair, act.name(), r);
+            if foreground && out.envelope.status == super::envelope::Status::Running {
+                turn::annotate(ctx, &ensured.client, &mut out);
+            }
+            Ok(Step::Done(out))
+        }
         Response::Screen {
             text,
             rows,

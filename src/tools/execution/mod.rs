@@ -2,6 +2,7 @@
 //! (seed 000). Read-only: nothing here writes to a shell, and no action consumes the
 //! `BashCommand` delivery cursor.
 
+mod explain;
 mod observe;
 pub mod page;
 mod view;
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 const TOOL: ToolName = ToolName::Execution;
 const FIELDS: &[&str] = &["thread_id", "workspace_root", "action"];
-const ACTIONS: &[&str] = &["list", "get", "read", "observe", "wait"];
+const ACTIONS: &[&str] = &["list", "get", "explain", "read", "observe", "wait"];
 /// `list.limit`: default and bound.
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 128;
@@ -73,11 +74,18 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         "wait" => Some(wait::parse(action)?),
         _ => None,
     };
+    let explain_req = match kind {
+        "explain" => Some(explain::parse(action)?),
+        _ => None,
+    };
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
     let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
     let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
     let open = ctx.history.open().map_err(unavailable)?;
     let x = Ctx { open, scope, tag };
+    if let Some(req) = explain_req {
+        return explain::run(ctx, &x, req);
+    }
     match (kind, observe_items, wait_req) {
         ("observe", Some(items), _) => observe::run(ctx, &x, action, items),
         ("wait", _, Some(req)) => wait::run(ctx, &x, req),
@@ -178,7 +186,7 @@ fn synced(x: &Ctx) -> Result<Deadline, ToolError> {
 
 /// The record of `id`, refreshed once from its guardian while it is open (running or
 /// still capturing). A failed refresh leaves the retained data, which is still answered.
-fn fresh(x: &Ctx, id: &str) -> Result<Record, ToolError> {
+pub(crate) fn fresh(x: &Ctx, id: &str) -> Result<Record, ToolError> {
     let deadline = synced(x)?;
     let r = find(x, id)?;
     if r.process_status != "running" && !r.output_pending {

@@ -72,17 +72,41 @@ pub fn page(
     req: &PageReq,
 ) -> Result<Value, PageError> {
     let from = start(key, scope, r, req)?;
-    match req.source {
-        "output" => output(c, key, scope, r, req, from.map(|(o, _)| o)),
-        "screen" => screen(c, key, scope, r, req, from),
-        _ => Ok(json!({
-            "source": "detection",
+    if req.source == "output" {
+        return output(c, key, scope, r, req, from.map(|(o, _)| o));
+    }
+    let Some(shot) = table::screen(c, r.rowid)? else {
+        return Ok(json!({
+            "source": req.source,
             "available": false,
             "text": "",
             "has_more": false,
-            "detail": "no detection snapshot has been recorded for this execution",
-        })),
-    }
+            "detail": "no screen has been recorded for this execution (background commands \
+                       have none; a foreground one gets one while it runs)",
+        }));
+    };
+    // The detection snapshot: the `auto` verdict with the inputs it was made from.
+    let text = match req.source {
+        "screen" => shot.text,
+        _ => detection_text(&shot),
+    };
+    snapshot_page(key, scope, r, req, from, shot.snapshot, &text)
+}
+
+fn detection_text(shot: &table::Screen) -> String {
+    let detection: Value = shot
+        .detection
+        .as_deref()
+        .and_then(|d| serde_json::from_str(d).ok())
+        .unwrap_or(Value::Null);
+    let doc = json!({
+        "detection": detection,
+        "snapshot": shot.snapshot,
+        "captured_at_unix_ms": shot.captured_at_ms,
+        "quiet_ms": shot.quiet_ms,
+        "screen": shot.text,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
 fn output(
@@ -136,24 +160,17 @@ fn output(
     }))
 }
 
-fn screen(
-    c: &Connection,
+/// A page of a snapshot text (screen or detection): a cursor from another snapshot
+/// restarts at 0 with `resync_required`.
+fn snapshot_page(
     key: &Key,
     scope: &str,
     r: &Record,
     req: &PageReq,
     from: Option<(u64, i64)>,
+    snapshot: i64,
+    text: &str,
 ) -> Result<Value, PageError> {
-    let Some((snapshot, text)) = table::screen(c, r.rowid)? else {
-        return Ok(json!({
-            "source": "screen",
-            "available": false,
-            "text": "",
-            "has_more": false,
-            "detail": "no screen has been recorded for this execution (background commands \
-                       have none)",
-        }));
-    };
     let (mut offset, resync) = match from {
         Some((o, s)) if s == snapshot && o as usize <= text.len() => (o as usize, false),
         Some(_) => (0, true),
@@ -168,13 +185,13 @@ fn screen(
         scope,
         &Kind::Page {
             execution_id: r.execution_id.clone(),
-            source: "screen".into(),
+            source: req.source.into(),
             offset: next as u64,
             snapshot,
         },
     );
     Ok(json!({
-        "source": "screen",
+        "source": req.source,
         "snapshot": snapshot,
         "offset": offset,
         "next_offset": next,

@@ -1,0 +1,85 @@
+//! `explain`: how turn recognition reads an execution now — recognizer, state, detection
+//! source, matching rule and priority, fallback or unknown reason — from the recorded
+//! screen (the whole of it, whatever display limits say) and the process facts.
+
+use super::{Ctx, bad, done, execution_id, fresh, only, unavailable, view};
+use crate::deadline::unix_ms;
+use crate::shell::turn::{self, Choice, RecognitionInput};
+use crate::store::history as table;
+use crate::tools::ToolContext;
+use crate::tools::envelope::ToolOutput;
+use crate::tools::error::ToolError;
+use serde_json::{Map, Value, json};
+
+pub struct ExplainReq {
+    id: String,
+    choice: Choice,
+    name: String,
+}
+
+pub fn parse(action: &Map<String, Value>) -> Result<ExplainReq, ToolError> {
+    only(action, &["execution_id", "recognizer"])?;
+    let id = execution_id(action.get("execution_id"), "execution_id")?;
+    let name = match action.get("recognizer") {
+        None => "auto",
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| bad("recognizer must be a string"))?,
+    };
+    let choice = Choice::parse(name).map_err(bad)?;
+    Ok(ExplainReq {
+        id,
+        choice,
+        name: name.to_string(),
+    })
+}
+
+pub fn run(ctx: &ToolContext, x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
+    let _ = ctx;
+    let r = fresh(x, &req.id)?;
+    let shot = x
+        .open
+        .read(|c| table::screen(c, r.rowid))
+        .map_err(unavailable)?;
+    let running = r.process_status == "running";
+    let (screen, quiet_ms) = match &shot {
+        // Quiet time keeps growing after the capture while nothing new was recorded.
+        Some(s) => (
+            s.text.as_str(),
+            (s.quiet_ms + (unix_ms() - s.captured_at_ms).max(0)) as u64,
+        ),
+        None => ("", 0),
+    };
+    let input = RecognitionInput {
+        screen,
+        quiet_ms,
+        running,
+    };
+    let rules = x.open.limits.turn_rules.as_deref();
+    let detection = turn::recognize(&req.choice, &input, rules).map_err(bad)?;
+    let text = format!(
+        "{}: {} by {} ({}{})\n",
+        r.execution_id,
+        crate::history::turn::state_name(detection.state),
+        detection.recognizer,
+        detection.source,
+        detection
+            .rule
+            .as_deref()
+            .map(|rule| format!(", rule {rule}"))
+            .unwrap_or_default()
+    );
+    let data = json!({
+        "recognizer_requested": req.name,
+        "detection": detection,
+        "input": {
+            "screen_snapshot": shot.as_ref().map(|s| s.snapshot),
+            "screen_captured_at_unix_ms": shot.as_ref().map(|s| s.captured_at_ms),
+            "screen_bytes": screen.len(),
+            "quiet_ms": quiet_ms,
+            "running": running,
+        },
+        "execution": view::compact(&r),
+    });
+    Ok(done(format!("Execution explain: {}", req.id), text, data))
+}
