@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use std::io::{Read, Seek, SeekFrom};
 
 /// Raw journal bytes converted per record per pass; the next pass continues.
-const MAX_PASS_BYTES: u64 = 1024 * 1024;
+const MAX_PASS_BYTES: u64 = 256 * 1024;
 /// Stored chunk size: the retained window overshoots its cap by less than one chunk.
 const CHUNK_BYTES: usize = 64 * 1024;
 /// An unfinished line longer than this is converted without waiting for its end.

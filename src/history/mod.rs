@@ -295,7 +295,9 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
     let c = Connection::open(path).map_err(|e| e.to_string())?;
     c.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
-    c.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+    // A small page cache: history rows are written once and read in pages, and the
+    // adapter's memory stays bounded whatever the output size.
+    c.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-256;")
         .map_err(|e| e.to_string())?;
     Ok(c)
 }
