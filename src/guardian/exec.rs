@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 /// Newest raw bytes kept in memory per execution. An agent never needs more than the tail
 /// of a huge output inline; the journal keeps the rest.
-pub const WINDOW_BYTES: usize = 1024 * 1024;
+pub const WINDOW_BYTES: usize = 512 * 1024;
 
 pub struct OutputLog {
     window: Vec<u8>,

@@ -19,12 +19,11 @@ pub fn action(
     r: ActionResult,
 ) -> ToolOutput {
     let known = known_secrets(ctx, &r.secrets);
-    let rendered = output::render(
-        r.output.as_bytes(),
-        DEFAULT_OUTPUT_BUDGET_BYTES,
-        known.as_ref(),
-    );
-    let truncated = rendered.omitted_bytes > 0 || r.omitted_bytes > 0;
+    let (tail, cut) = raw_tail(&r.output);
+    let rendered = output::render(tail.as_bytes(), DEFAULT_OUTPUT_BUDGET_BYTES, known.as_ref());
+    // Bytes never shown: cut before rendering, cut by the budget, or out of the window.
+    let omitted = (cut + rendered.omitted_bytes) as u64 + r.omitted_bytes;
+    let truncated = omitted > 0;
     let mut spill_path = None;
     let mut spill_error = r.journal_error.clone();
     if truncated {
@@ -36,7 +35,6 @@ pub fn action(
     let s = &r.state;
     let mut text = String::new();
     if truncated {
-        let omitted = rendered.omitted_bytes as u64 + r.omitted_bytes;
         text.push_str(&format!(
             "[output truncated: {omitted} earlier bytes omitted"
         ));
@@ -101,7 +99,7 @@ pub fn action(
         "exit_code": s.exit_code,
         "cwd": s.cwd,
         "truncated": truncated,
-        "omitted_bytes": rendered.omitted_bytes as u64 + r.omitted_bytes,
+        "omitted_bytes": omitted,
         "spill_path": spill_path,
         "spill_error": spill_error,
         "redactions": rendered.redactions,
@@ -122,6 +120,30 @@ pub fn action(
     }
 }
 
+/// Raw output rendered for the inline answer at most: the 32 KiB shown come from its end
+/// (with room for terminal sequences and collapsed repeats), and cleaning, redacting and
+/// collapsing a whole 1 MiB window would cost several copies of it in memory.
+const RENDER_WINDOW_BYTES: usize = 256 * 1024;
+
+/// The last `RENDER_WINDOW_BYTES` of `raw`, starting after a newline (so no line, escape
+/// sequence or secret is cut in half), and how many bytes were left out before it.
+fn raw_tail(raw: &str) -> (&str, usize) {
+    if raw.len() <= RENDER_WINDOW_BYTES {
+        return (raw, 0);
+    }
+    let mut start = raw.len() - RENDER_WINDOW_BYTES;
+    // Searched as bytes: `start` may fall inside a character, a newline never does.
+    match raw.as_bytes()[start..].iter().position(|&b| b == b'\n') {
+        Some(nl) => start += nl + 1,
+        None => {
+            while !raw.is_char_boundary(start) {
+                start += 1;
+            }
+        }
+    }
+    (&raw[start..], start)
+}
+
 /// What redaction replaces in this session's output: `None` when redaction is off.
 pub fn known_secrets(ctx: &ToolContext, values: &SecretValues) -> Option<KnownSecrets> {
     ctx.redact.then(|| {
@@ -129,6 +151,24 @@ pub fn known_secrets(ctx: &ToolContext, values: &SecretValues) -> Option<KnownSe
         known.learn_all(&values.0);
         known
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rendered_tail_starts_after_a_newline_and_never_inside_a_character() {
+        let line = "é€ abc\n";
+        let raw = line.repeat(2 * RENDER_WINDOW_BYTES / line.len());
+        let (tail, cut) = raw_tail(&raw);
+        assert_eq!(cut + tail.len(), raw.len());
+        assert!(tail.len() <= RENDER_WINDOW_BYTES && tail.starts_with("é€"));
+        let one_line = "€".repeat(RENDER_WINDOW_BYTES);
+        let (tail, cut) = raw_tail(&one_line);
+        assert!(tail.starts_with('€') && cut + tail.len() == one_line.len());
+        assert_eq!(raw_tail("short\n"), ("short\n", 0));
+    }
 }
 
 pub fn screen(

@@ -19,8 +19,9 @@ use std::time::Duration;
 /// Longest single wait on the guardian; a task rechecks cancellation (also one recorded
 /// by another process) between waits.
 const CHUNK: Duration = Duration::from_secs(5);
-/// Output kept in memory while following; older bytes are counted and left in the journal.
-const MAX_KEPT_BYTES: usize = 1024 * 1024;
+/// Output kept in memory while following (the inline answer renders only this much of the end);
+/// older bytes are counted and left in the journal.
+const MAX_KEPT_BYTES: usize = 256 * 1024;
 /// After a cancellation, how long the interrupted command may take to end.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
