@@ -153,24 +153,6 @@ pub fn known_secrets(ctx: &ToolContext, values: &SecretValues) -> Option<KnownSe
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_rendered_tail_starts_after_a_newline_and_never_inside_a_character() {
-        let line = "é€ abc\n";
-        let raw = line.repeat(2 * RENDER_WINDOW_BYTES / line.len());
-        let (tail, cut) = raw_tail(&raw);
-        assert_eq!(cut + tail.len(), raw.len());
-        assert!(tail.len() <= RENDER_WINDOW_BYTES && tail.starts_with("é€"));
-        let one_line = "€".repeat(RENDER_WINDOW_BYTES);
-        let (tail, cut) = raw_tail(&one_line);
-        assert!(tail.starts_with('€') && cut + tail.len() == one_line.len());
-        assert_eq!(raw_tail("short\n"), ("short\n", 0));
-    }
-}
-
 pub fn screen(
     ctx: &ToolContext,
     text: String,
@@ -189,5 +171,23 @@ pub fn screen(
             json!({"action": "screen", "rows": rows, "cols": cols}),
         ),
         text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rendered_tail_starts_after_a_newline_and_never_inside_a_character() {
+        let line = "é€ abc\n";
+        let raw = line.repeat(2 * RENDER_WINDOW_BYTES / line.len());
+        let (tail, cut) = raw_tail(&raw);
+        assert_eq!(cut + tail.len(), raw.len());
+        assert!(tail.len() <= RENDER_WINDOW_BYTES && tail.starts_with("é€"));
+        let one_line = "€".repeat(RENDER_WINDOW_BYTES);
+        let (tail, cut) = raw_tail(&one_line);
+        assert!(tail.starts_with('€') && cut + tail.len() == one_line.len());
+        assert_eq!(raw_tail("short\n"), ("short\n", 0));
     }
 }
