@@ -28,6 +28,11 @@ struct Run {
 
 /// Run the SDK client script in `mode` with its own HOME, state dir and workspace.
 fn run_script(mode: &str) -> Run {
+    run_named("sdk_client.py", mode)
+}
+
+/// Run `tests/interop/<script>` in `mode` with its own HOME, state dir and workspace.
+fn run_named(script: &str, mode: &str) -> Run {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     let state = dir.path().join("state");
@@ -42,7 +47,7 @@ fn run_script(mode: &str) -> Run {
     std::fs::write(workspace.join("README.md"), "# interop fixture\n").unwrap();
 
     let python = support::python();
-    let script = support::manifest_dir().join("tests/interop/sdk_client.py");
+    let script = support::manifest_dir().join("tests/interop").join(script);
     assert!(script.is_file(), "missing {}", script.display());
     let mut child = Command::new(&python)
         .arg(&script)
@@ -207,4 +212,21 @@ fn python_sdk_legacy_mode_uses_initialize_handshake() {
         |v| v.starts_with("2025-") || v.starts_with("2024-"),
         "a 2024-*/2025-* handshake version via initialize",
     );
+}
+
+/// Issue 13's "done when", through the official Python SDK: three background builds,
+/// `wait` on all, a command whose guardian is killed, a server restart, then every build's
+/// full output paged with cursors and the unknown outcome told from success and failure.
+#[test]
+fn python_sdk_orchestrates_builds_through_the_execution_history() {
+    let run = run_named("sdk_history.py", "auto");
+    let r = report("history", &run);
+    assert_eq!(
+        r["ok"],
+        true,
+        "history scenario failed: {}\nstderr:\n{}",
+        serde_json::to_string_pretty(&r).unwrap(),
+        run.stderr
+    );
+    assert!(run.status.success());
 }

@@ -143,6 +143,7 @@ impl Config {
                 output_bytes: vars::number(&vars::HISTORY_OUTPUT_BYTES, env)?,
                 clock_skew_ms: vars::number(&vars::CLOCK_SKEW_SECS, env)? as i64 * 1000,
                 turn_rules: turn_rules(env)?,
+                enabled: !vars::flag(&vars::NO_HISTORY, env),
                 ..Default::default()
             },
             policy,

@@ -150,6 +150,11 @@ pub const HISTORY_OUTPUT_BYTES: Var = Var {
     },
     help: "execution history: output text retained per execution (newest kept)",
 };
+pub const NO_HISTORY: Var = Var {
+    name: "WINX_NO_HISTORY",
+    kind: Kind::Flag,
+    help: "turns off execution history recording (Execution answers history_unavailable)",
+};
 pub const TURN_RECOGNIZER_CONFIG: Var = Var {
     name: "WINX_TURN_RECOGNIZER_CONFIG",
     kind: Kind::Text { default: "none" },
@@ -256,6 +261,7 @@ pub const ALL: &[Var] = &[
     MAX_TASKS,
     SESSION_STATES,
     HISTORY_OUTPUT_BYTES,
+    NO_HISTORY,
     TURN_RECOGNIZER_CONFIG,
     HTTP_TOKEN,
     HTTP_REQUEST_TIMEOUT_MS,

@@ -36,6 +36,8 @@ pub struct Limits {
     pub clock_skew_ms: i64,
     /// The `configurable` recognizer's rules (`WINX_TURN_RECOGNIZER_CONFIG`).
     pub turn_rules: Option<Arc<crate::shell::turn::Rules>>,
+    /// Recording on (`WINX_NO_HISTORY=1` turns it off).
+    pub enabled: bool,
 }
 
 impl Default for Limits {
@@ -48,6 +50,7 @@ impl Default for Limits {
             ttl_ms: 24 * 60 * 60 * 1000,
             clock_skew_ms: 0,
             turn_rules: None,
+            enabled: true,
         }
     }
 }
@@ -84,10 +87,13 @@ impl Notify {
     pub fn wait_past(&self, seen: u64, deadline: &Deadline) -> bool {
         let mut n = self.changes.lock();
         while *n <= seen {
-            let Some(left) = deadline.remaining() else {
-                return false;
-            };
-            self.cv.wait_for(&mut n, left);
+            match deadline.remaining() {
+                Some(left) if !left.is_zero() => {
+                    self.cv.wait_for(&mut n, left);
+                }
+                // Expired (or a `never` deadline, which no caller passes): stop waiting.
+                _ => return false,
+            }
         }
         true
     }
@@ -155,6 +161,11 @@ impl History {
 
     /// The open catalog, opening (and recovering open records) on first use.
     pub fn open(&self) -> Result<Arc<Open>, HistoryError> {
+        if !self.limits.enabled {
+            return Err(HistoryError(
+                "execution history is turned off on this server (WINX_NO_HISTORY=1)".into(),
+            ));
+        }
         let mut slot = self.open.lock();
         if let Some(o) = slot.as_ref() {
             return Ok(o.clone());
@@ -196,6 +207,9 @@ impl History {
 
     /// Record a command a guardian just accepted (never blocks on the database).
     pub fn admit(&self, record: NewRecord) {
+        if !self.limits.enabled {
+            return;
+        }
         match self.open() {
             Ok(o) => {
                 let _ = o.tx.send(Msg::Admit(Box::new(record)));
@@ -308,5 +322,24 @@ pub fn scope(principal: &str, thread_id: &str, workspace_root: &str) -> Scope {
         principal: principal.into(),
         thread_id: thread_id.into(),
         workspace_root: workspace_root.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A wait whose deadline passes returns instead of spinning on zero-length waits.
+    #[test]
+    fn an_expired_wait_returns_and_a_change_wakes() {
+        let n = Arc::new(Notify::default());
+        let seen = n.count();
+        assert!(!n.wait_past(seen, &Deadline::after("t", Duration::ZERO)));
+        assert!(!n.wait_past(seen, &Deadline::after("t", Duration::from_millis(20))));
+        let waker = n.clone();
+        let t = std::thread::spawn(move || waker.changed());
+        assert!(n.wait_past(seen, &Deadline::after("t", Duration::from_secs(10))));
+        t.join().unwrap();
     }
 }
