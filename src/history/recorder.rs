@@ -22,8 +22,11 @@ use std::time::Duration;
 const WATCH_WAIT: Duration = Duration::from_secs(10);
 /// Extra time the client allows beyond the guardian's own wait.
 const WATCH_SLACK: Duration = Duration::from_secs(5);
-/// Pause after each applied batch, so a flood is recorded in batches, not per read.
-const BATCH: Duration = Duration::from_millis(20);
+/// Pause after each applied answer, so a flood is recorded in batches, not per read; short
+/// enough that a `wait` wakes within a few milliseconds of the next event.
+const BATCH: Duration = Duration::from_millis(2);
+/// Messages applied in one transaction at most.
+const MAX_BATCH: usize = 64;
 /// How often expired records are removed even when nothing else happens.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
@@ -34,6 +37,8 @@ struct Recorder {
     notify: Arc<Notify>,
     /// Guardians (runtime identities) with a watcher thread.
     watching: HashSet<String>,
+    /// Something in the current batch changed (waiters are woken after its commit).
+    changed: bool,
     tx: Sender<Msg>,
 }
 
@@ -50,6 +55,7 @@ pub(super) fn spawn(
         limits,
         notify,
         watching: HashSet::new(),
+        changed: false,
         tx: tx.clone(),
     };
     std::thread::Builder::new()
@@ -71,10 +77,36 @@ pub(super) fn spawn(
 }
 
 impl Recorder {
+    /// Messages are applied in batches: whatever is queued (up to `MAX_BATCH`) goes into
+    /// one transaction, each message in its own savepoint; replies and the waiters' wake-up
+    /// follow the commit, so nobody is told of a change a reader cannot see yet.
     fn run(mut self, rx: Receiver<Msg>) {
         self.recover();
-        for msg in rx {
-            self.handle(msg);
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            let began = self.conn.execute_batch("BEGIN IMMEDIATE");
+            let mut replies = Vec::new();
+            for msg in batch {
+                self.handle(msg, &mut replies);
+            }
+            if began.is_ok()
+                && let Err(e) = self.conn.execute_batch("COMMIT")
+            {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                log::warn!("history commit failed: {e}");
+            }
+            if std::mem::take(&mut self.changed) {
+                self.notify.changed();
+            }
+            for (to, next) in replies {
+                let _ = to.send(next);
+            }
         }
     }
 
@@ -90,7 +122,7 @@ impl Recorder {
         }
     }
 
-    fn handle(&mut self, msg: Msg) {
+    fn handle(&mut self, msg: Msg, replies: &mut Vec<(Sender<Next>, Next)>) {
         let now = unix_ms() + self.limits.clock_skew_ms;
         match msg {
             Msg::Admit(rec) => {
@@ -104,7 +136,6 @@ impl Recorder {
                     let seq = table::next_seq(c)?;
                     table::insert(c, &rec, seq)?;
                     retention::enforce(c, &rec.scope, &limits)?;
-                    retention::expire(c, now)?;
                     Ok(true)
                 });
                 if ok.is_some() {
@@ -129,7 +160,7 @@ impl Recorder {
                     self.watching.remove(&capture::identity(&facts));
                 }
                 if let Some(done) = done {
-                    let _ = done.send(next);
+                    replies.push((done, next));
                 }
             }
             Msg::Gone { guardian, reason } => {
@@ -143,7 +174,7 @@ impl Recorder {
             Msg::Sync(done) => {
                 // Catalog reads prune lazily: expired records never reach a reader.
                 self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
-                let _ = done.send(Next::Watch);
+                replies.push((done, Next::Watch));
             }
             Msg::Sweep => {
                 self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
@@ -151,28 +182,26 @@ impl Recorder {
         }
     }
 
-    /// Run `f` in one transaction; `f` returns its value and whether it changed anything.
-    /// `None` (logged) when the transaction failed and was rolled back.
+    /// Run `f` in a savepoint of the batch's transaction; `f` returns its value and whether
+    /// it changed anything. `None` (logged) when it failed and was rolled back alone.
     fn write<T: Changed>(
         &mut self,
         what: &str,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Option<T> {
         let run = |c: &Connection| -> rusqlite::Result<T> {
-            c.execute_batch("BEGIN IMMEDIATE")?;
+            c.execute_batch("SAVEPOINT step")?;
             let out = f(c)?;
-            c.execute_batch("COMMIT")?;
+            c.execute_batch("RELEASE step")?;
             Ok(out)
         };
         match run(&self.conn) {
             Ok(out) => {
-                if out.changed() {
-                    self.notify.changed();
-                }
+                self.changed |= out.changed();
                 Some(out)
             }
             Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = self.conn.execute_batch("ROLLBACK TO step; RELEASE step");
                 log::warn!("history {what} failed: {e}");
                 None
             }

@@ -18,6 +18,10 @@ pub fn expire(c: &Connection, now_ms: i64) -> rusqlite::Result<usize> {
 
 /// Bring `scope` within its caps; returns how many records went.
 pub fn enforce(c: &Connection, scope: &Scope, limits: &Limits) -> rusqlite::Result<usize> {
+    let (count, bytes) = table::scope_totals(c, scope)?;
+    if count <= limits.records_per_scope && bytes <= limits.scope_bytes as i64 {
+        return Ok(0);
+    }
     let usage = table::scope_usage(c, scope)?;
     let mut count = usage.len();
     let mut bytes: i64 = usage.iter().map(|(_, _, b)| b).sum();
@@ -118,6 +122,9 @@ mod tests {
             }
             if n == 5 {
                 table::append_chunk(&c, id, 0, b"0123456789ab").unwrap();
+                let mut r = table::get(&c, &scope(), "e-5").unwrap().unwrap();
+                (r.text_end, r.retained_bytes) = (12, 12);
+                table::update(&c, &r).unwrap();
             }
         }
         enforce(&c, &scope(), &limits).unwrap();

@@ -404,11 +404,23 @@ pub fn delete(c: &Connection, rowids: &[i64]) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Every record of `scope` with its stored text bytes, oldest first (for the caps).
+/// How many records `scope` holds and their retained output plus screen bytes: one
+/// aggregate over the scope index, so admission can skip the caps when under them.
+pub fn scope_totals(c: &Connection, scope: &Scope) -> rusqlite::Result<(usize, i64)> {
+    let (p, t, w) = s(scope);
+    c.query_row(
+        "SELECT count(*), coalesce(sum(e.retained_bytes
+            + coalesce((SELECT length(text) FROM execution_screen WHERE exec = e.id), 0)), 0)
+         FROM executions e WHERE principal = ?1 AND thread_id = ?2 AND workspace_root = ?3",
+        params![p, t, w],
+        |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?)),
+    )
+}
+
+/// Every record of `scope` with its retained bytes, oldest first (for the caps).
 pub fn scope_usage(c: &Connection, scope: &Scope) -> rusqlite::Result<Vec<(i64, String, i64)>> {
     let mut st = c.prepare_cached(
-        "SELECT e.id, e.process_status,
-            coalesce((SELECT sum(length(bytes)) FROM execution_output WHERE exec = e.id), 0)
+        "SELECT e.id, e.process_status, e.retained_bytes
             + coalesce((SELECT length(text) FROM execution_screen WHERE exec = e.id), 0)
          FROM executions e WHERE principal = ?1 AND thread_id = ?2 AND workspace_root = ?3
          ORDER BY e.id",

@@ -170,7 +170,8 @@ fn main() {
         .status()
         .expect("mkfifo");
     assert!(made.success());
-    let cmd = "while read -r l < events; do echo \"$l\"; done";
+    // Opened read-write once: the reader never sees EOF between two writers.
+    let cmd = "exec 3<>events; while read -r l <&3; do echo \"$l\"; done";
     let reader = id_of(&bash(
         &mut c,
         &pair,
