@@ -178,7 +178,8 @@ fn record(r: &Row) -> rusqlite::Result<Record> {
 
 /// The current value of the change counter.
 pub fn seq(c: &Connection) -> rusqlite::Result<i64> {
-    c.query_row("SELECT seq FROM history_seq", [], |r| r.get(0))
+    let mut st = c.prepare_cached("SELECT seq FROM history_seq")?;
+    st.query_row([], |r| r.get(0))
 }
 
 /// Advance the change counter (once per writing transaction) and return the new value.
@@ -222,15 +223,13 @@ pub fn insert(c: &Connection, n: &NewRecord, seq: i64) -> rusqlite::Result<bool>
 
 /// The record of `execution_id` in `scope` (the newest, should ids ever repeat).
 pub fn get(c: &Connection, scope: &Scope, execution_id: &str) -> rusqlite::Result<Option<Record>> {
-    c.query_row(
-        &format!(
-            "SELECT {COLUMNS} FROM executions WHERE principal = ?1 AND thread_id = ?2
-             AND workspace_root = ?3 AND execution_id = ?4 ORDER BY id DESC LIMIT 1"
-        ),
-        params![s(scope).0, s(scope).1, s(scope).2, execution_id],
-        record,
-    )
-    .optional()
+    // Cached: `observe` looks up to 32 records per call.
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM executions WHERE principal = ?1 AND thread_id = ?2
+         AND workspace_root = ?3 AND execution_id = ?4 ORDER BY id DESC LIMIT 1"
+    ))?;
+    let (p, t, w) = s(scope);
+    st.query_row(params![p, t, w, execution_id], record).optional()
 }
 
 fn s(scope: &Scope) -> (&str, &str, &str) {
@@ -378,9 +377,11 @@ pub fn put_screen(c: &Connection, rowid: i64, s: &Screen) -> rusqlite::Result<()
 }
 
 pub fn screen(c: &Connection, rowid: i64) -> rusqlite::Result<Option<Screen>> {
-    c.query_row(
+    let mut st = c.prepare_cached(
         "SELECT snapshot, text, captured_at_ms, quiet_ms, detection
          FROM execution_screen WHERE exec = ?1",
+    )?;
+    st.query_row(
         params![rowid],
         |r| {
             Ok(Screen {

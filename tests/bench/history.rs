@@ -73,7 +73,8 @@ fn id_of(r: &Value) -> String {
 /// Wait (through the history) until `id` has exited: observe it, and wait from that
 /// observation's catalog position while it still runs.
 fn exited(c: &mut Client, pair: &Value, id: &str) {
-    for _ in 0..10 {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
         let observe = json!({"type": "observe", "items": [{"execution_id": id, "page_bytes": 4}]});
         let (_, sc) = execution(c, pair, observe);
         let item = &sc["data"]["items"][0]["execution"];
