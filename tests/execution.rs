@@ -262,3 +262,58 @@ fn history_survives_an_adapter_restart_and_is_scoped() {
     );
     assert_eq!(sc(&r)["errorCode"], "execution_not_found", "{r}");
 }
+
+/// SIGKILL of the adapter while a command streams output: a new adapter records the rest
+/// from the guardian's journal, so `read` shows every byte (or says where a gap is).
+#[test]
+fn an_adapter_killed_mid_stream_loses_no_recorded_byte() {
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    let cmd = "for i in $(seq 1 30000); do echo line-$i; done";
+    let id = id_of(&a.bash(&s, json!({"command": cmd, "is_background": true})));
+    a.kill9();
+    let mut b = support::restart_adapter(&a, "daemon");
+    let mut r = exec(
+        &mut b,
+        &s,
+        json!({"type": "observe", "items": [{"execution_id": id}]}),
+    );
+    // Wait from the observation until the record is complete (exited, nothing pending).
+    loop {
+        let e = &sc(&r)["data"]["items"][0]["execution"];
+        if e["process_status"] == "exited" && e["output_pending"] == false {
+            break;
+        }
+        let after = sc(&r)["data"]["catalog_cursor"].clone();
+        exec(
+            &mut b,
+            &s,
+            json!({"type": "wait", "execution_ids": [id], "after": after, "timeout_seconds": 10}),
+        );
+        r = exec(
+            &mut b,
+            &s,
+            json!({"type": "observe", "items": [{"execution_id": id}]}),
+        );
+    }
+    let (mut got, mut cursor) = (String::new(), Value::Null);
+    loop {
+        let action =
+            json!({"type": "read", "execution_id": id, "page_bytes": 65536, "cursor": cursor});
+        let r = exec(&mut b, &s, action);
+        let page = &sc(&r)["data"]["page"];
+        assert!(page["retention_gap"].is_null(), "{page}");
+        got.push_str(page["text"].as_str().unwrap());
+        if page["has_more"] == false {
+            break;
+        }
+        cursor = page["next_cursor"].clone();
+    }
+    let want: String = (1..=30000).map(|i| format!("line-{i}\n")).collect();
+    assert!(
+        got == want,
+        "{} bytes recorded, {} expected",
+        got.len(),
+        want.len()
+    );
+}

@@ -229,7 +229,8 @@ pub fn get(c: &Connection, scope: &Scope, execution_id: &str) -> rusqlite::Resul
          AND workspace_root = ?3 AND execution_id = ?4 ORDER BY id DESC LIMIT 1"
     ))?;
     let (p, t, w) = s(scope);
-    st.query_row(params![p, t, w, execution_id], record).optional()
+    st.query_row(params![p, t, w, execution_id], record)
+        .optional()
 }
 
 fn s(scope: &Scope) -> (&str, &str, &str) {
@@ -381,18 +382,15 @@ pub fn screen(c: &Connection, rowid: i64) -> rusqlite::Result<Option<Screen>> {
         "SELECT snapshot, text, captured_at_ms, quiet_ms, detection
          FROM execution_screen WHERE exec = ?1",
     )?;
-    st.query_row(
-        params![rowid],
-        |r| {
-            Ok(Screen {
-                snapshot: r.get(0)?,
-                text: r.get(1)?,
-                captured_at_ms: r.get(2)?,
-                quiet_ms: r.get(3)?,
-                detection: r.get(4)?,
-            })
-        },
-    )
+    st.query_row(params![rowid], |r| {
+        Ok(Screen {
+            snapshot: r.get(0)?,
+            text: r.get(1)?,
+            captured_at_ms: r.get(2)?,
+            quiet_ms: r.get(3)?,
+            detection: r.get(4)?,
+        })
+    })
     .optional()
 }
 

@@ -1,0 +1,114 @@
+//! The execution history over authenticated HTTP: an execution id or cursor is no
+//! authority across principals or workspaces (seed 000, "Discovery and authority").
+
+#[path = "support/http.rs"]
+mod http_support;
+mod support;
+
+use http_support::*;
+use serde_json::{Value, json};
+
+fn pair(s: &Server, token: &str, ws: &str, thread: Option<&str>) -> Value {
+    let mut first = json!({"type": "first_call", "workspace_root": ws});
+    if let Some(t) = thread {
+        first["thread_id"] = json!(t);
+    }
+    let d = s.call(token, "Initialize", first)["structuredContent"]["data"].clone();
+    json!({"thread_id": d["thread_id"], "workspace_root": d["workspace_root"]})
+}
+
+fn exec(s: &Server, token: &str, p: &Value, action: Value) -> Value {
+    let mut args = p.clone();
+    args["action"] = action;
+    s.call(token, "Execution", args)["structuredContent"].clone()
+}
+
+#[test]
+fn ids_and_cursors_do_not_cross_principals_or_workspaces() {
+    let home = Home::new();
+    let cfg = two_principals(&home, "");
+    let s = Server::start_in(home, &["--principal-config", &cfg], &[], false);
+    let (alice, bob) = (format!("{TOKEN}-a"), format!("{TOKEN}-b"));
+    let ws = path_str(&s.home.workspace);
+    let pa = pair(&s, &alice, &ws, Some("shared-id"));
+    let mut args = pa.clone();
+    args["action_json"] = json!({"command": "seq 1 3000"});
+    let r = s.call(&alice, "BashCommand", args);
+    let id = r["structuredContent"]["data"]["state"]["execution_id"].clone();
+    let page = exec(
+        &s,
+        &alice,
+        &pa,
+        json!({"type": "read", "execution_id": id, "page_bytes": 64}),
+    );
+    assert!(
+        page["data"]["page"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("1\n2\n"),
+        "{page}"
+    );
+    let cursor = page["data"]["page"]["next_cursor"].clone();
+    let catalog = exec(&s, &alice, &pa, json!({"type": "list"}))["data"]["catalog_cursor"].clone();
+
+    // Bob, same workspace and the same external thread id: none of it is his.
+    let pb = pair(&s, &bob, &ws, Some("shared-id"));
+    for action in [
+        json!({"type": "get", "execution_id": id}),
+        json!({"type": "read", "execution_id": id}),
+        json!({"type": "explain", "execution_id": id}),
+    ] {
+        let r = exec(&s, &bob, &pb, action.clone());
+        assert_eq!(r["errorCode"], "execution_not_found", "{action}: {r}");
+    }
+    let listed = exec(&s, &bob, &pb, json!({"type": "list"}));
+    assert_eq!(listed["data"]["executions"], json!([]), "{listed}");
+    let r = exec(
+        &s,
+        &bob,
+        &pb,
+        json!({"type": "observe", "items": [{"execution_id": id}]}),
+    );
+    assert_eq!(r["data"]["items"][0]["status"], "missing", "{r}");
+    // His own command, read with Alice's cursor: refused, not a read of her page.
+    let mut args = pb.clone();
+    args["action_json"] = json!({"command": "seq 1 3000"});
+    let r = s.call(&bob, "BashCommand", args);
+    let his = r["structuredContent"]["data"]["state"]["execution_id"].clone();
+    let r = exec(
+        &s,
+        &bob,
+        &pb,
+        json!({"type": "read", "execution_id": his, "cursor": cursor}),
+    );
+    assert_eq!(r["errorCode"], "invalid_cursor", "{r}");
+    let r = exec(
+        &s,
+        &bob,
+        &pb,
+        json!({"type": "wait", "execution_ids": [his], "after": catalog}),
+    );
+    assert_eq!(r["errorCode"], "invalid_cursor", "{r}");
+
+    // Alice in another workspace: a separate scope too.
+    let other = s.home.workspace.join("sub");
+    std::fs::create_dir(&other).unwrap();
+    let pa2 = pair(&s, &alice, &path_str(&other), None);
+    let r = exec(&s, &alice, &pa2, json!({"type": "get", "execution_id": id}));
+    assert_eq!(r["errorCode"], "execution_not_found", "{r}");
+    let r = exec(
+        &s,
+        &alice,
+        &pa2,
+        json!({"type": "read", "execution_id": id, "cursor": cursor}),
+    );
+    assert_eq!(r["errorCode"], "execution_not_found", "{r}");
+    // And in her own scope the cursor still reads on.
+    let r = exec(
+        &s,
+        &alice,
+        &pa,
+        json!({"type": "read", "execution_id": id, "cursor": cursor}),
+    );
+    assert!(r["data"]["page"]["text"].as_str().unwrap().len() > 0, "{r}");
+}
