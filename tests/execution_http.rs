@@ -110,5 +110,8 @@ fn ids_and_cursors_do_not_cross_principals_or_workspaces() {
         &pa,
         json!({"type": "read", "execution_id": id, "cursor": cursor}),
     );
-    assert!(r["data"]["page"]["text"].as_str().unwrap().len() > 0, "{r}");
+    assert!(
+        !r["data"]["page"]["text"].as_str().unwrap().is_empty(),
+        "{r}"
+    );
 }
