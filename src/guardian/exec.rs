@@ -14,6 +14,9 @@ use std::path::PathBuf;
 /// Newest raw bytes kept in memory per execution. An agent never needs more than the tail
 /// of a huge output inline; the journal keeps the rest.
 pub const WINDOW_BYTES: usize = 512 * 1024;
+/// Journals of finished executions kept on disk per session; older ones are deleted so a
+/// long session's directory stays bounded. The newest outputs stay retrievable.
+pub const RETAINED_JOURNALS: usize = 16;
 
 pub struct OutputLog {
     window: Vec<u8>,

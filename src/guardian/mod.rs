@@ -5,6 +5,7 @@
 //! Invariant: the guardian never opens SQLite; it keeps journals and clocks and answers
 //! requests, and the adapter records whatever must persist.
 
+pub mod activity;
 pub mod client_io;
 pub mod completion;
 pub mod event_loop;

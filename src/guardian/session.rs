@@ -23,9 +23,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 pub const MAX_BACKGROUND: usize = 8;
 /// How long a finished background command stays answerable to `status_check`.
 pub const TOMBSTONE_MS: i64 = 5 * 60 * 1000;
-/// Journals of finished executions kept on disk per session; older ones are deleted so a
-/// long session's directory stays bounded. The newest outputs stay retrievable.
-pub const RETAINED_JOURNALS: usize = 16;
+pub use super::exec::RETAINED_JOURNALS;
 /// Rows of the terminal model kept for `screen`.
 const SCREEN_SCROLLBACK: usize = 0;
 
@@ -74,7 +72,7 @@ pub struct Session {
     pub secrets: KnownSecrets,
     harvest: Harvester,
     /// Activity counter and recently ended executions, for the history recorder.
-    pub activity: super::facts::Activity,
+    pub activity: super::activity::Activity,
 }
 
 /// What reading a PTY produced, for the event loop's waiters.

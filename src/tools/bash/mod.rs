@@ -4,6 +4,7 @@
 //! output text is presentation and can never make a command look finished.
 
 pub mod action;
+mod known;
 pub(crate) mod record;
 pub(crate) mod render;
 mod spill;

@@ -2,8 +2,9 @@
 //! head truncation with a visible marker, and a spill file holding everything omitted.
 
 use super::TOOL;
+use super::known::known_secrets;
 use crate::shell::output::{self, DEFAULT_OUTPUT_BUDGET_BYTES};
-use crate::shell::secrets::{KnownSecrets, redact_all};
+use crate::shell::secrets::redact_all;
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
 use crate::tools::error::{RETRY_AFTER_MS, SessionPair, mark};
@@ -142,15 +143,6 @@ fn raw_tail(raw: &str) -> (&str, usize) {
         }
     }
     (&raw[start..], start)
-}
-
-/// What redaction replaces in this session's output: `None` when redaction is off.
-pub fn known_secrets(ctx: &ToolContext, values: &SecretValues) -> Option<KnownSecrets> {
-    ctx.redact.then(|| {
-        let mut known = KnownSecrets::new();
-        known.learn_all(&values.0);
-        known
-    })
 }
 
 pub fn screen(

@@ -58,7 +58,7 @@ pub fn write(ctx: &ToolContext, key: &str, r: &ActionResult) -> Result<PathBuf, 
         .open(&path)
         .map_err(|e| format!("create spill file: {e}"))?;
     let mut out = io::BufWriter::new(out);
-    let known = super::render::known_secrets(ctx, &r.secrets);
+    let known = super::known::known_secrets(ctx, &r.secrets);
     stream(f.take(len), &mut out, known).map_err(|e| format!("write spill file: {e}"))?;
     if len < whole {
         writeln!(
