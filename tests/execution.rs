@@ -317,3 +317,29 @@ fn an_adapter_killed_mid_stream_loses_no_recorded_byte() {
         want.len()
     );
 }
+
+/// A history database another process holds locked: `Execution` answers a structured,
+/// retryable `history_unavailable` within its budget (no hang, no crash), and once the
+/// lock is gone the same call answers with nothing lost.
+#[test]
+fn a_locked_history_database_is_a_clear_retryable_error() {
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    let id = id_of(&a.bash(&s, json!({"command": "echo kept"})));
+    let r = exec(&mut a, &s, json!({"type": "get", "execution_id": id}));
+    assert_eq!(sc(&r)["data"]["process_status"], "exited", "{r}");
+    let db = rusqlite::Connection::open(a.state.join("winx.db")).unwrap();
+    db.execute_batch("BEGIN IMMEDIATE; UPDATE history_seq SET seq = seq;")
+        .unwrap();
+    let r = exec(&mut a, &s, json!({"type": "list"}));
+    assert_eq!(sc(&r)["errorCode"], "history_unavailable", "{r}");
+    assert_eq!(sc(&r)["retryable"], true, "{r}");
+    // A command accepted meanwhile is recorded once the lock is gone.
+    let later = id_of(&a.bash(&s, json!({"command": "echo later"})));
+    db.execute_batch("COMMIT;").unwrap();
+    drop(db);
+    let r = exec(&mut a, &s, json!({"type": "read", "execution_id": later}));
+    assert_eq!(sc(&r)["data"]["page"]["text"], "later\n", "{r}");
+    let r = exec(&mut a, &s, json!({"type": "read", "execution_id": id}));
+    assert_eq!(sc(&r)["data"]["page"]["text"], "kept\n", "{r}");
+}

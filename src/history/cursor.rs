@@ -169,8 +169,10 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Lower-case hex only: one encoding per cursor, so no two spellings open alike.
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || s.len() > 4096 {
+    let canonical = s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !canonical || !s.len().is_multiple_of(2) || s.len() > 4096 {
         return None;
     }
     (0..s.len())
@@ -230,6 +232,31 @@ mod tests {
             hex(&mac),
             "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
         );
+    }
+
+    proptest::proptest! {
+        /// Fuzzed cursor text never opens, and never panics.
+        #[test]
+        fn arbitrary_text_never_opens(text in "(?s).{0,300}", hexy in "wx1\\.[0-9a-f]{0,80}\\.[0-9a-f]{0,70}") {
+            let key = Key::fixed([3; 32]);
+            let scope = scope_tag("p", "t", "/w");
+            proptest::prop_assert!(key.open(&scope, &text).is_none());
+            proptest::prop_assert!(key.open(&scope, &hexy).is_none());
+        }
+
+        /// Changing any one character of a real cursor makes it invalid.
+        #[test]
+        fn every_single_change_is_refused(at in 0usize..400, to in proptest::char::range('!', '~')) {
+            let key = Key::fixed([3; 32]);
+            let scope = scope_tag("p", "t", "/w");
+            let c = key.seal(&scope, &page(4096));
+            let at = at % c.len();
+            let mut changed: Vec<char> = c.chars().collect();
+            proptest::prop_assume!(changed[at] != to);
+            changed[at] = to;
+            let changed: String = changed.into_iter().collect();
+            proptest::prop_assert!(key.open(&scope, &changed).is_none(), "{changed}");
+        }
     }
 
     #[test]

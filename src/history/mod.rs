@@ -108,6 +108,9 @@ pub(crate) enum Next {
     Watch,
     /// Journal bytes are ready beyond this pass's bound: ask again at once.
     Again,
+    /// The batch could not be written (the database is locked, full or failing); it was
+    /// rolled back and the same facts are asked for again.
+    Failed,
 }
 
 pub(crate) enum Msg {
@@ -296,7 +299,15 @@ fn wait_reply(
     deadline: &Deadline,
 ) -> Result<(), HistoryError> {
     crossbeam_channel::select! {
-        recv(rx) -> r => r.map(|_| ()).map_err(|_| HistoryError("the history recorder stopped".into())),
+        recv(rx) -> r => match r {
+            Ok(Next::Failed) => Err(HistoryError(
+                "the history database could not be written (locked, full or failing; see the \
+                 server log); nothing was lost and recording is retried"
+                    .into(),
+            )),
+            Ok(_) => Ok(()),
+            Err(_) => Err(HistoryError("the history recorder stopped".into())),
+        },
         recv(deadline.receiver()) -> _ => Err(HistoryError(
             "the history catalog could not be brought up to date within the budget".into(),
         )),
@@ -307,7 +318,8 @@ fn wait_reply(
 /// survives the process being killed; only a power loss can take the last ones).
 pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
     let c = Connection::open(path).map_err(|e| e.to_string())?;
-    c.busy_timeout(std::time::Duration::from_secs(5))
+    // Shorter than a read's 5 s budget, so a locked database is reported within it.
+    c.busy_timeout(std::time::Duration::from_secs(2))
         .map_err(|e| e.to_string())?;
     // A small page cache: history rows are written once and read in pages, and the
     // adapter's memory stays bounded whatever the output size.

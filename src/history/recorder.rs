@@ -39,6 +39,8 @@ struct Recorder {
     watching: HashSet<String>,
     /// Something in the current batch changed (waiters are woken after its commit).
     changed: bool,
+    /// Something in the current batch could not be written.
+    failed: bool,
     tx: Sender<Msg>,
 }
 
@@ -56,6 +58,7 @@ pub(super) fn spawn(
         notify,
         watching: HashSet::new(),
         changed: false,
+        failed: false,
         tx: tx.clone(),
     };
     std::thread::Builder::new()
@@ -93,19 +96,25 @@ impl Recorder {
             let began = self.conn.execute_batch("BEGIN IMMEDIATE");
             let mut replies = Vec::new();
             for msg in batch {
-                self.handle(msg, &mut replies);
+                match began {
+                    Ok(()) => self.handle(msg, &mut replies),
+                    Err(_) => self.defer(msg, &mut replies),
+                }
             }
-            if began.is_ok()
-                && let Err(e) = self.conn.execute_batch("COMMIT")
-            {
-                let _ = self.conn.execute_batch("ROLLBACK");
-                log::warn!("history commit failed: {e}");
+            match began.and_then(|_| self.conn.execute_batch("COMMIT")) {
+                Ok(()) => {}
+                Err(e) => {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    log::warn!("history batch not written: {e}");
+                    self.failed = true;
+                }
             }
             if std::mem::take(&mut self.changed) {
                 self.notify.changed();
             }
+            let failed = std::mem::take(&mut self.failed);
             for (to, next) in replies {
-                let _ = to.send(next);
+                let _ = to.send(if failed { Next::Failed } else { next });
             }
         }
     }
@@ -119,6 +128,22 @@ impl Recorder {
         };
         for r in open {
             self.ensure_watcher(&r.guardian, &r.socket);
+        }
+    }
+
+    /// The database cannot be written now: nothing is applied and nothing is lost. An
+    /// accepted command or a guardian's end is queued again; facts and syncs are answered
+    /// `Failed` (the watcher asks again, a reader gets `history_unavailable`).
+    fn defer(&mut self, msg: Msg, replies: &mut Vec<(Sender<Next>, Next)>) {
+        self.failed = true;
+        match msg {
+            Msg::Admit(_) | Msg::Gone { .. } => {
+                let _ = self.tx.send(msg);
+            }
+            Msg::Facts { done, .. } => replies.extend(done.map(|d| (d, Next::Failed))),
+            Msg::Sync(done) => replies.push((done, Next::Failed)),
+            Msg::Watch { guardian, socket } => self.ensure_watcher(&guardian, &socket),
+            Msg::Sweep => {}
         }
     }
 
@@ -138,8 +163,12 @@ impl Recorder {
                     retention::enforce(c, &rec.scope, &limits)?;
                     Ok(true)
                 });
-                if ok.is_some() {
-                    self.ensure_watcher(&rec.guardian, &rec.socket);
+                match ok {
+                    Some(_) => self.ensure_watcher(&rec.guardian, &rec.socket),
+                    // Not written: queued again, never dropped.
+                    None => {
+                        let _ = self.tx.send(Msg::Admit(Box::new(rec)));
+                    }
                 }
             }
             Msg::Facts {
@@ -203,6 +232,7 @@ impl Recorder {
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK TO step; RELEASE step");
                 log::warn!("history {what} failed: {e}");
+                self.failed = true;
                 None
             }
         }
@@ -285,6 +315,11 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
                 wait = match keep.recv() {
                     Ok(Next::Watch) => WATCH_WAIT,
                     Ok(Next::Again) => Duration::ZERO,
+                    // Not written: ask for the same facts again after the pause.
+                    Ok(Next::Failed) => {
+                        after = 0;
+                        WATCH_WAIT
+                    }
                     Ok(Next::Stop) | Err(_) => return,
                 };
                 if wait.is_zero() {

@@ -46,6 +46,8 @@ pub const MIGRATION: &str = "CREATE TABLE executions (
         UNIQUE (guardian, execution_id)
     ) STRICT;
     CREATE INDEX executions_scope ON executions (principal, thread_id, workspace_root, id);
+    CREATE INDEX executions_lookup
+        ON executions (principal, thread_id, workspace_root, execution_id);
     CREATE INDEX executions_open ON executions (guardian)
         WHERE process_status = 'running' OR output_pending = 1;
     CREATE TABLE execution_output (
