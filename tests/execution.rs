@@ -38,6 +38,27 @@ fn id_of(r: &Value) -> String {
         .to_string()
 }
 
+/// Wait (through the history) until `id` exited and its output is fully recorded: observe
+/// it, then wait from that observation's catalog position, so no change slips by unseen.
+fn until_recorded(a: &mut Agent, s: &Value, id: &str) {
+    for _ in 0..100 {
+        let r = exec(
+            a,
+            s,
+            json!({"type": "observe", "items": [{"execution_id": id}]}),
+        );
+        let e = &sc(&r)["data"]["items"][0]["execution"];
+        if e["process_status"] == "exited" && e["output_pending"] == false {
+            return;
+        }
+        let after = sc(&r)["data"]["catalog_cursor"].clone();
+        let wait =
+            json!({"type": "wait", "execution_ids": [id], "after": after, "timeout_seconds": 10});
+        exec(a, s, wait);
+    }
+    panic!("{id} was never completely recorded");
+}
+
 fn list_get_and_read_follow_every_accepted_command(rt: &str) {
     let mut a = spawn_with(rt, &[]);
     let s = a.first_call();
@@ -73,12 +94,7 @@ fn paging_reassembles_a_large_output_byte_exact(rt: &str) {
     std::fs::write(a.workspace.join("big.txt"), &want).unwrap();
     // In the background: the point is the history, not BashCommand's own rendering.
     let id = id_of(&a.bash(&s, json!({"command": "cat big.txt", "is_background": true})));
-    let r = exec(
-        &mut a,
-        &s,
-        json!({"type": "wait", "execution_ids": [id], "events": ["exited"], "timeout_seconds": 15}),
-    );
-    assert_eq!(sc(&r)["data"]["outcome"], "changed", "{r}");
+    until_recorded(&mut a, &s, &id);
     let mut got = String::new();
     let mut cursor = Value::Null;
     let mut pages = 0;
@@ -147,6 +163,8 @@ fn observe_and_wait_report_several_executions(rt: &str) {
         json!({"command": "read x < go; echo got $x; exit 4", "is_background": true}),
     );
     let slow = id_of(&r);
+    // Quick is over and recorded before the baseline, so only slow can change after it.
+    until_recorded(&mut a, &s, &quick);
     let r = exec(
         &mut a,
         &s,
@@ -273,29 +291,7 @@ fn an_adapter_killed_mid_stream_loses_no_recorded_byte() {
     let id = id_of(&a.bash(&s, json!({"command": cmd, "is_background": true})));
     a.kill9();
     let mut b = support::restart_adapter(&a, "daemon");
-    let mut r = exec(
-        &mut b,
-        &s,
-        json!({"type": "observe", "items": [{"execution_id": id}]}),
-    );
-    // Wait from the observation until the record is complete (exited, nothing pending).
-    loop {
-        let e = &sc(&r)["data"]["items"][0]["execution"];
-        if e["process_status"] == "exited" && e["output_pending"] == false {
-            break;
-        }
-        let after = sc(&r)["data"]["catalog_cursor"].clone();
-        exec(
-            &mut b,
-            &s,
-            json!({"type": "wait", "execution_ids": [id], "after": after, "timeout_seconds": 10}),
-        );
-        r = exec(
-            &mut b,
-            &s,
-            json!({"type": "observe", "items": [{"execution_id": id}]}),
-        );
-    }
+    until_recorded(&mut b, &s, &id);
     let (mut got, mut cursor) = (String::new(), Value::Null);
     loop {
         let action =

@@ -57,16 +57,18 @@ async def first_run(args: argparse.Namespace, c: Checks, ids: dict[str, str]) ->
             r = await client.call_tool("BashCommand", {**pair, "action_json": {
                 "command": build(name, code), "is_background": True}})
             ids[name] = r.structured_content["data"]["state"]["execution_id"]
-        pending = set(ids.values())
-        after = None
+        # Observe first: its catalog cursor is the baseline, so no exit can slip by unseen.
+        items = [{"execution_id": i, "page_bytes": 4} for i in ids.values()]
+        sc = await execution(client, pair, {"type": "observe", "items": items})
+        after = sc["data"]["catalog_cursor"]
+        pending = {it["execution_id"] for it in sc["data"]["items"]
+                   if it["execution"]["process_status"] != "exited"}
         for _ in range(20):
             if not pending:
                 break
-            action = {"type": "wait", "execution_ids": sorted(pending), "events": ["exited"],
-                      "timeout_seconds": 30}
-            if after:
-                action["after"] = after
-            sc = await execution(client, pair, action)
+            sc = await execution(client, pair, {"type": "wait", "execution_ids": sorted(pending),
+                                                "after": after, "events": ["exited"],
+                                                "timeout_seconds": 30})
             c.check(sc.get("errorCode") is None, "wait answers", sc)
             after = sc["data"]["catalog_cursor"]
             for e in sc["data"]["executions"]:
@@ -81,8 +83,11 @@ async def first_run(args: argparse.Namespace, c: Checks, ids: dict[str, str]) ->
         shell = status.structured_content["data"]["shell"]["pid"]
         with open(f"/proc/{shell}/stat") as f:
             guardian = int(f.read().rsplit(")", 1)[1].split()[1])
+        # The baseline is taken before the kill, so the change cannot slip in before it.
+        seen = await execution(client, pair, {"type": "observe", "items": [{"execution_id": ids["lost"]}]})
         os.kill(guardian, signal.SIGKILL)
         sc = await execution(client, pair, {"type": "wait", "execution_ids": [ids["lost"]],
+                                            "after": seen["data"]["catalog_cursor"],
                                             "events": ["unknown"], "timeout_seconds": 30})
         c.check(sc["data"]["outcome"] == "changed", "the lost command turns unknown", sc)
         return pair
