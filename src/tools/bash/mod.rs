@@ -139,7 +139,12 @@ pub fn start(
             lines: *lines,
             diff: *diff,
         },
-        Action::Turn { .. } => unreachable!("turn actions are answered above"),
+        // Answered above; kept as a refusal rather than a panic should that ever change.
+        Action::Turn { .. } => {
+            return Err(ToolError::InvalidInput {
+                detail: "inspect and wait_for_turn take no guardian request".into(),
+            });
+        }
     };
     let resp = ensured
         .client
