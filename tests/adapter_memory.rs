@@ -19,17 +19,6 @@ const PATIENCE: Duration = Duration::from_secs(300);
 
 // Only the two runtimes (the adapter process differs between them; the shell does not
 // matter here), to keep the cost of ~60 MB through a PTY per test down.
-macro_rules! both_runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod daemon {
-            $(#[test] fn $name() { super::$name("daemon") })*
-        }
-        mod embedded {
-            $(#[test] fn $name() { super::$name("embedded") })*
-        }
-    };
-}
-
 both_runtimes!(
     one_large_answer_spills_without_holding_the_output,
     several_deliveries_stay_bounded,

@@ -10,17 +10,6 @@ use support::tasks::*;
 use support::wait::{Deadline, eventually};
 use support::{Agent, Opts};
 
-macro_rules! both_runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod daemon {
-            $(#[test] fn $name() { super::$name("daemon") })*
-        }
-        mod embedded {
-            $(#[test] fn $name() { super::$name("embedded") })*
-        }
-    };
-}
-
 both_runtimes!(
     until_complete_becomes_a_task_that_completes_with_the_inline_envelope,
     adaptive_promotes_a_command_that_outlives_its_wait,

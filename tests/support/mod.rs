@@ -452,3 +452,17 @@ macro_rules! each_runtime {
         }
     };
 }
+
+/// Like `each_runtime!`, without the zsh variant: for tests where the shell does not
+/// matter and each run is costly (the adapter process differs between the two runtimes).
+#[macro_export]
+macro_rules! both_runtimes {
+    ($($name:ident),* $(,)?) => {
+        mod daemon {
+            $(#[test] fn $name() { super::$name("daemon") })*
+        }
+        mod embedded {
+            $(#[test] fn $name() { super::$name("embedded") })*
+        }
+    };
+}
