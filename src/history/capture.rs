@@ -21,11 +21,6 @@ const CHUNK_BYTES: usize = 64 * 1024;
 /// An unfinished line longer than this is converted without waiting for its end.
 const MAX_LINE_CARRY: usize = 64 * 1024;
 
-/// The runtime identity of a guardian as records store it.
-pub fn identity(facts: &Facts) -> String {
-    format!("{}:{}", facts.guardian_pid, facts.created_at_ms)
-}
-
 /// What one pass did.
 #[derive(Debug, Default)]
 pub struct Applied {
@@ -47,7 +42,7 @@ pub fn apply(
 ) -> rusqlite::Result<Applied> {
     let mut known = KnownSecrets::new();
     known.learn_all(&facts.secrets.0);
-    let records = table::open_records(c, Some(&identity(facts)))?;
+    let records = table::open_records(c, Some(&facts.identity()))?;
     let mut applied = Applied::default();
     let mut seq = None;
     for mut r in records {

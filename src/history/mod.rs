@@ -23,6 +23,7 @@ use parking_lot::{Condvar, Mutex};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Retention limits (seed 000 defaults).
 #[derive(Clone, Debug)]
@@ -232,18 +233,8 @@ impl Open {
 
     /// Ask `client`'s guardian for its facts now and apply them (one refresh).
     pub fn refresh(&self, client: &GuardianClient, deadline: &Deadline) -> Result<(), String> {
-        use crate::wire::guardian::{Request, Response, Wait};
-        let budget = deadline.remaining().unwrap_or_default();
-        let req = Request::Watch {
-            after: 0,
-            wait: Wait {
-                timeout_ms: 0,
-                settle_ms: None,
-            },
-            screen: true,
-        };
-        match client.call(&req, budget) {
-            Ok(Response::Facts(facts)) => {
+        match client.facts(0, Duration::ZERO) {
+            Ok(facts) => {
                 let (tx, rx) = bounded(1);
                 let msg = Msg::Facts {
                     facts: Box::new(facts),
@@ -253,7 +244,6 @@ impl Open {
                 self.send(msg).map_err(|e| e.0)?;
                 wait_reply(&rx, deadline).map_err(|e| e.0)
             }
-            Ok(other) => Err(format!("unexpected guardian answer {other:?}")),
             Err(e) => Err(e.to_string()),
         }
     }

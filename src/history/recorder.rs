@@ -9,8 +9,8 @@
 use super::{Limits, Msg, Next, Notify, capture, retention};
 use crate::deadline::unix_ms;
 use crate::ipc::GuardianClient;
+use crate::ipc::client::FactsError;
 use crate::store::history as table;
-use crate::wire::guardian::{Request, Response, Wait};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use rusqlite::Connection;
 use std::collections::HashSet;
@@ -20,8 +20,6 @@ use std::time::Duration;
 
 /// How long one `Watch` waits for activity before answering anyway.
 const WATCH_WAIT: Duration = Duration::from_secs(10);
-/// Extra time the client allows beyond the guardian's own wait.
-const WATCH_SLACK: Duration = Duration::from_secs(5);
 /// Pause after each applied answer, so a flood is recorded in batches, not per read; short
 /// enough that a `wait` wakes within a few milliseconds of the next event.
 const BATCH: Duration = Duration::from_millis(2);
@@ -186,7 +184,7 @@ impl Recorder {
                     _ => Next::Watch,
                 };
                 if next == Next::Stop {
-                    self.watching.remove(&capture::identity(&facts));
+                    self.watching.remove(&facts.identity());
                 }
                 if let Some(done) = done {
                     replies.push((done, next));
@@ -284,18 +282,10 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
         let _ = tx.send(Msg::Gone { guardian, reason });
     };
     loop {
-        let req = Request::Watch {
-            after,
-            wait: Wait {
-                timeout_ms: wait.as_millis() as u64,
-                settle_ms: None,
-            },
-            screen: true,
-        };
-        match client.call(&req, WATCH_WAIT + WATCH_SLACK) {
-            Ok(Response::Facts(facts)) => {
+        match client.facts(after, wait) {
+            Ok(facts) => {
                 failures = 0;
-                if capture::identity(&facts) != guardian {
+                if facts.identity() != guardian {
                     return gone(
                         "the session's guardian was replaced before the command's end \
                                  was observed"
@@ -327,13 +317,8 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
                     continue;
                 }
             }
-            Ok(other) => {
-                return gone(format!(
-                    "the session's guardian cannot report executions (an older build?): \
-                     {other:?}"
-                ));
-            }
-            Err(e) => {
+            Err(e @ FactsError::Unsupported(_)) => return gone(e.to_string()),
+            Err(FactsError::Client(e)) => {
                 failures += 1;
                 if failures >= 2 {
                     return gone(format!("the session's guardian is gone: {e}"));

@@ -1,6 +1,6 @@
 //! A connection to one guardian: hello, one request, one (possibly deferred) response.
 
-use crate::wire::guardian::{PROTOCOL, Request, Response};
+use crate::wire::guardian::{Facts, PROTOCOL, Request, Response, Wait};
 use crate::wire::{Hello, encode_frame, read_frame};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -45,6 +45,26 @@ impl From<ClientError> for crate::wire::error::RuntimeError {
     }
 }
 
+/// Why a guardian gave no facts.
+#[derive(Debug)]
+pub enum FactsError {
+    /// It answered something else: a guardian of a build without execution facts.
+    Unsupported(String),
+    Client(ClientError),
+}
+
+impl std::fmt::Display for FactsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FactsError::Unsupported(answer) => write!(
+                f,
+                "the session's guardian cannot report executions (an older build?): {answer}"
+            ),
+            FactsError::Client(e) => e.fmt(f),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct GuardianClient {
     pub socket: PathBuf,
@@ -73,6 +93,24 @@ impl GuardianClient {
             }
         }
         Ok(resp)
+    }
+
+    /// The guardian's facts with its foreground screen (`Request::Watch`), answered once
+    /// its activity counter passes `after` or `wait` ends.
+    pub fn facts(&self, after: u64, wait: Duration) -> Result<Facts, FactsError> {
+        let req = Request::Watch {
+            after,
+            wait: Wait {
+                timeout_ms: wait.as_millis() as u64,
+                settle_ms: None,
+            },
+            screen: true,
+        };
+        match self.call(&req, wait) {
+            Ok(Response::Facts(f)) => Ok(f),
+            Ok(other) => Err(FactsError::Unsupported(format!("{other:?}"))),
+            Err(e) => Err(FactsError::Client(e)),
+        }
     }
 
     /// Send `req`, waiting up to `wait` plus slack for the answer.

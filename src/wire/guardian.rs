@@ -119,6 +119,12 @@ impl std::fmt::Debug for SecretValues {
     }
 }
 
+/// A guardian's runtime identity as history records store it: its pid and start time (a
+/// pid alone is reused; a socket path outlives its guardian).
+pub fn guardian_identity(pid: u32, created_at_ms: i64) -> String {
+    format!("{pid}:{created_at_ms}")
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Snapshot {
     /// Who the session belongs to, as given at start (for operators).
@@ -176,6 +182,18 @@ pub struct ExecFact {
     pub shell_died: bool,
     pub journal_path: Option<String>,
     pub journal_error: Option<String>,
+}
+
+impl Facts {
+    pub fn identity(&self) -> String {
+        guardian_identity(self.guardian_pid, self.created_at_ms)
+    }
+}
+
+impl Snapshot {
+    pub fn identity(&self) -> String {
+        guardian_identity(self.guardian_pid, self.created_at_ms)
+    }
 }
 
 /// Identity of a session, fixed at guardian start.

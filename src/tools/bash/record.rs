@@ -24,7 +24,7 @@ pub fn admitted(
     ctx.history.admit(NewRecord {
         scope: crate::history::scope(ctx.principal, &pair.thread_id, &pair.workspace_root),
         execution_id,
-        guardian: format!("{}:{}", snapshot.guardian_pid, snapshot.created_at_ms),
+        guardian: snapshot.identity(),
         session_key: key.to_string(),
         socket: ensured.client.socket.to_string_lossy().into_owned(),
         bg_command_id: r.state.bg_command_id.clone(),

@@ -13,32 +13,12 @@ use crate::shell::turn::{self, Choice, Detection, RecognitionInput, TurnState};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{Envelope, NextAction, Status, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
-use crate::wire::guardian::{Facts, Request, Response, Wait};
+use crate::wire::guardian::Facts;
 use serde_json::json;
 use std::time::Duration;
 
 /// Longest pause between two recognitions while waiting (quiet time must be re-read).
 const RECHECK: Duration = Duration::from_millis(500);
-
-/// Ask the guardian for its facts with the screen, waiting up to `wait` for activity past
-/// `after`.
-fn facts(client: &GuardianClient, after: u64, wait: Duration) -> Result<Facts, String> {
-    let req = Request::Watch {
-        after,
-        wait: Wait {
-            timeout_ms: wait.as_millis() as u64,
-            settle_ms: None,
-        },
-        screen: true,
-    };
-    match client.call(&req, wait + Duration::from_secs(5)) {
-        Ok(Response::Facts(f)) => Ok(f),
-        Ok(other) => Err(format!(
-            "the session's guardian cannot report its screen (an older build?): {other:?}"
-        )),
-        Err(e) => Err(e.to_string()),
-    }
-}
 
 /// The recognition of the foreground program now (`None` screen: nothing runs there).
 pub fn detect(f: &Facts, choice: &Choice, ctx: &ToolContext) -> Result<Detection, String> {
@@ -62,7 +42,7 @@ pub fn detect(f: &Facts, choice: &Choice, ctx: &ToolContext) -> Result<Detection
 /// (seed 003's `BashCommandState`), recognised by `auto` from the screen now. Nothing is
 /// added when the screen cannot be read or the program is busy.
 pub fn annotate(ctx: &ToolContext, client: &GuardianClient, out: &mut ToolOutput) {
-    let Ok(f) = facts(client, 0, Duration::ZERO) else {
+    let Ok(f) = client.facts(0, Duration::ZERO) else {
         return;
     };
     let Ok(d) = detect(&f, &Choice::Auto, ctx) else {
@@ -104,12 +84,10 @@ pub fn run(
     let mut after = 0;
     loop {
         let pause = deadline.remaining().unwrap_or_default().min(RECHECK);
-        let f = facts(
-            client,
-            after,
-            if after == 0 { Duration::ZERO } else { pause },
-        )
-        .map_err(unavailable)?;
+        let watch = if after == 0 { Duration::ZERO } else { pause };
+        let f = client
+            .facts(after, watch)
+            .map_err(|e| unavailable(e.to_string()))?;
         after = f.seq;
         let d = detect(&f, &choice, ctx).map_err(|detail| ToolError::InvalidInput { detail })?;
         if !wait || reached(&d) || deadline.expired() {
