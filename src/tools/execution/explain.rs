@@ -6,7 +6,6 @@ use super::{Ctx, bad, done, execution_id, fresh, only, unavailable, view};
 use crate::deadline::unix_ms;
 use crate::shell::turn::{self, Choice, RecognitionInput};
 use crate::store::history as table;
-use crate::tools::ToolContext;
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value, json};
@@ -34,8 +33,7 @@ pub fn parse(action: &Map<String, Value>) -> Result<ExplainReq, ToolError> {
     })
 }
 
-pub fn run(ctx: &ToolContext, x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
-    let _ = ctx;
+pub fn run(x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
     let r = fresh(x, &req.id)?;
     let shot = x
         .open

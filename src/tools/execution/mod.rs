@@ -66,33 +66,52 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         None => return Err(bad("action.type is required (a string)")),
     };
     // Shapes and budgets are checked before the session or the history is touched.
-    let observe_items = match kind {
-        "observe" => Some(observe::parse(action)?),
-        _ => None,
-    };
-    let wait_req = match kind {
-        "wait" => Some(wait::parse(action)?),
-        _ => None,
-    };
-    let explain_req = match kind {
-        "explain" => Some(explain::parse(action)?),
-        _ => None,
-    };
+    let parsed = parse(kind, action)?;
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
     let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
     let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
     let open = ctx.history.open().map_err(unavailable)?;
     let x = Ctx { open, scope, tag };
-    if let Some(req) = explain_req {
-        return explain::run(ctx, &x, req);
+    match parsed {
+        Parsed::List(limit) => list(&x, limit),
+        Parsed::Get(id) => get(&x, &id),
+        Parsed::Read(id, req) => read(&x, &id, &req),
+        Parsed::Explain(req) => explain::run(&x, req),
+        Parsed::Observe(items) => observe::run(&x, items),
+        Parsed::Wait(req) => wait::run(&x, req),
     }
-    match (kind, observe_items, wait_req) {
-        ("observe", Some(items), _) => observe::run(ctx, &x, action, items),
-        ("wait", _, Some(req)) => wait::run(ctx, &x, req),
-        ("list", ..) => list(&x, action),
-        ("get", ..) => get(&x, action),
-        _ => read(&x, action),
-    }
+}
+
+/// An action with its arguments checked.
+enum Parsed {
+    List(usize),
+    Get(String),
+    Read(String, page::PageReq),
+    Explain(explain::ExplainReq),
+    Observe(observe::Parsed),
+    Wait(wait::WaitReq),
+}
+
+fn parse(kind: &str, action: &Map<String, Value>) -> Result<Parsed, ToolError> {
+    let id = || execution_id(action.get("execution_id"), "execution_id");
+    Ok(match kind {
+        "list" => {
+            only(action, &["limit"])?;
+            let limit = int_in(action.get("limit"), "limit", 1..=MAX_LIMIT, DEFAULT_LIMIT)?;
+            Parsed::List(limit)
+        }
+        "get" => {
+            only(action, &["execution_id"])?;
+            Parsed::Get(id()?)
+        }
+        "read" => {
+            only(action, &["execution_id", "source", "page_bytes", "cursor"])?;
+            Parsed::Read(id()?, page_req(action, page::DEFAULT_PAGE_BYTES)?)
+        }
+        "explain" => Parsed::Explain(explain::parse(action)?),
+        "observe" => Parsed::Observe(observe::parse(action)?),
+        _ => Parsed::Wait(wait::parse(action)?),
+    })
 }
 
 /// Only the listed keys may appear in `action`.
@@ -202,9 +221,7 @@ pub(crate) fn fresh(x: &Ctx, id: &str) -> Result<Record, ToolError> {
     }
 }
 
-fn list(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    only(action, &["limit"])?;
-    let limit = int_in(action.get("limit"), "limit", 1..=MAX_LIMIT, DEFAULT_LIMIT)?;
+fn list(x: &Ctx, limit: usize) -> Result<ToolOutput, ToolError> {
     synced(x)?;
     let (records, seq) = x
         .open
@@ -226,22 +243,17 @@ fn list(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     ))
 }
 
-fn get(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    only(action, &["execution_id"])?;
-    let id = execution_id(action.get("execution_id"), "execution_id")?;
-    let r = fresh(x, &id)?;
+fn get(x: &Ctx, id: &str) -> Result<ToolOutput, ToolError> {
+    let r = fresh(x, id)?;
     let text = format!("{}\ncwd: {}\n", view::line(&r), r.cwd);
     Ok(done(format!("Execution get: {id}"), text, view::full(&r)))
 }
 
-fn read(x: &Ctx, action: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    only(action, &["execution_id", "source", "page_bytes", "cursor"])?;
-    let id = execution_id(action.get("execution_id"), "execution_id")?;
-    let req = page_req(action, page::DEFAULT_PAGE_BYTES)?;
-    let r = fresh(x, &id)?;
+fn read(x: &Ctx, id: &str, req: &page::PageReq) -> Result<ToolOutput, ToolError> {
+    let r = fresh(x, id)?;
     let page = x
         .open
-        .read(|c| Ok(page::page(c, &x.open.key, &x.tag, &r, &req)))
+        .read(|c| Ok(page::page(c, &x.open.key, &x.tag, &r, req)))
         .map_err(unavailable)?
         .map_err(page_error)?;
     let text = page["text"].as_str().unwrap_or_default().to_string();

@@ -12,7 +12,6 @@ use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
 use crate::ipc::GuardianClient;
 use crate::store::history as table;
-use crate::tools::ToolContext;
 use crate::tools::envelope::{Status, ToolOutput};
 use crate::tools::error::{ToolError, mark};
 use crate::tools::error_code::ErrorCode;
@@ -85,12 +84,7 @@ fn item_error(stage: &str, code: ErrorCode, message: String) -> Value {
     json!({"stage": stage, "errorCode": code.as_str(), "message": message})
 }
 
-pub fn run(
-    _ctx: &ToolContext,
-    x: &Ctx,
-    _action: &Map<String, Value>,
-    parsed: Parsed,
-) -> Result<ToolOutput, ToolError> {
+pub fn run(x: &Ctx, parsed: Parsed) -> Result<ToolOutput, ToolError> {
     let deadline = Deadline::after("observe", parsed.budget);
     x.open.sync(&deadline).map_err(unavailable)?;
     let ids: Vec<&str> = parsed

@@ -9,7 +9,6 @@ use super::{Ctx, bad, done, execution_id, only, timeout, unavailable, view};
 use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
 use crate::store::history::{self as table, Record};
-use crate::tools::ToolContext;
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value, json};
@@ -105,7 +104,7 @@ fn happened(r: &Record, after: i64, events: &[&str]) -> Vec<&'static str> {
         .collect()
 }
 
-pub fn run(_ctx: &ToolContext, x: &Ctx, req: WaitReq) -> Result<ToolOutput, ToolError> {
+pub fn run(x: &Ctx, req: WaitReq) -> Result<ToolOutput, ToolError> {
     let deadline = Deadline::after("wait", req.budget);
     x.open.sync(&deadline).map_err(unavailable)?;
     // Without `after`, the baseline is the catalog as this call first reads it.
