@@ -264,8 +264,14 @@ def main() -> int:
     ap.add_argument("--mode", choices=("auto", "legacy"), required=True)
     args = ap.parse_args()
 
-    c = Checks()
     report: dict[str, Any] = {"mode": args.mode, "protocol_version": None, "connect_ms": None, "tools": []}
+    return run_checks(run, args, report)
+
+
+def run_checks(run: Any, args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """Run `run(args, checks, report)` under anyio, then print the report as the last
+    stdout line; the exit status is 0 only if every check passed."""
+    c = Checks()
     try:
         anyio.run(run, args, c, report)
     except BaseException as e:  # noqa: BLE001 - ExceptionGroup from the SDK's task groups too

@@ -14,17 +14,14 @@ is one JSON object {"ok", "checks", "failures", ...}.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
-import traceback
 from typing import Any
 
-import anyio
 from mcp import Client, StdioServerParameters
 
-from sdk_client import Checks, _leaves, server_env
+from sdk_client import Checks, run_checks, server_env
 
 REQUEST_TIMEOUT_S = 40.0
 LINES = 4000
@@ -135,21 +132,7 @@ def main() -> int:
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--mode", default="auto")
     args = ap.parse_args()
-    c = Checks()
-    report: dict[str, Any] = {}
-    try:
-        anyio.run(run, args, c, report)
-    except BaseException as e:  # noqa: BLE001
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        traceback.print_exc(file=sys.stderr)
-        c.check(False, "client session raised", "; ".join(_leaves(e)))
-    report["checks"] = c.count
-    report["failures"] = c.failures
-    report["ok"] = not c.failures and c.count > 0
-    sys.stdout.write(json.dumps(report, sort_keys=True) + "\n")
-    sys.stdout.flush()
-    return 0 if report["ok"] else 1
+    return run_checks(run, args, {})
 
 
 if __name__ == "__main__":
