@@ -7,7 +7,7 @@
 //! the last committed pass stopped, and two recorders never store a byte twice.
 
 use super::Limits;
-use crate::shell::output::clean;
+use crate::shell::output::{clean, segment_end};
 use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::store::history::{self as table, Record};
 use crate::wire::guardian::{ExecFact, Facts};
@@ -203,9 +203,8 @@ fn capture(
     let cut = if complete {
         raw.len()
     } else {
-        match raw.iter().rposition(|&b| b == b'\n') {
-            Some(i) => i + 1,
-            None if raw.len() >= MAX_LINE_CARRY => raw.len(),
+        match segment_end(&raw, MAX_LINE_CARRY) {
+            Some(end) => end,
             None => return Ok(false),
         }
     };
@@ -248,4 +247,69 @@ fn read_journal(path: Option<&str>, from: u64, len: u64) -> Option<Vec<u8>> {
     let mut buf = Vec::with_capacity(len as usize);
     f.take(len).read_to_end(&mut buf).ok()?;
     Some(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::history::{NewRecord, Scope};
+    use crate::wire::guardian::SecretValues;
+
+    /// A line longer than the carry bound, still running, is cut before a character,
+    /// never inside one: the stored text has no replacement character.
+    #[test]
+    fn a_forced_cut_keeps_characters_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(crate::store::Store::open(dir.path()).unwrap());
+        let c = Connection::open(dir.path().join(crate::store::DB_FILE)).unwrap();
+        let journal = dir.path().join("exec.log");
+        let line = format!("x{}", "é".repeat(MAX_LINE_CARRY));
+        std::fs::write(&journal, &line).unwrap();
+        let scope = Scope {
+            principal: "p".into(),
+            thread_id: "t".into(),
+            workspace_root: "/w".into(),
+        };
+        let rec = NewRecord {
+            scope: scope.clone(),
+            execution_id: "a-1".into(),
+            guardian: "1:1".into(),
+            session_key: "k".into(),
+            socket: "/s".into(),
+            bg_command_id: None,
+            command: "x".into(),
+            cwd: "/w".into(),
+            journal_path: Some(journal.to_string_lossy().into_owned()),
+            now_ms: 0,
+        };
+        table::insert(&c, &rec, table::next_seq(&c).unwrap()).unwrap();
+        let facts = Facts {
+            seq: 1,
+            guardian_pid: 1,
+            created_at_ms: 1,
+            executions: vec![ExecFact {
+                execution_id: "a-1".into(),
+                bg_command_id: None,
+                // The guardian has read half of the last character so far.
+                total_bytes: line.len() as u64 - 1,
+                finished: false,
+                exit_code: None,
+                shell_died: false,
+                journal_path: rec.journal_path.clone(),
+                journal_error: None,
+            }],
+            screen: None,
+            secrets: SecretValues::default(),
+        };
+        apply(&c, &facts, false, &Limits::default(), 0).unwrap();
+        let r = table::get(&c, &scope, "a-1").unwrap().unwrap();
+        let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            !text.is_empty() && !text.contains('\u{FFFD}'),
+            "{}",
+            text.len()
+        );
+        assert!(line.starts_with(&text));
+    }
 }

@@ -78,6 +78,29 @@ pub fn render(raw: &[u8], budget: usize, redact: Option<&KnownSecrets>) -> Rende
     }
 }
 
+/// Where to cut a stream of raw output that is cleaned piece by piece (spill files, the
+/// history recorder): after the last newline of `pending` or, once one line has outgrown
+/// `max_line`, before its last (possibly incomplete) UTF-8 character. `None` waits for
+/// more bytes.
+pub fn segment_end(pending: &[u8], max_line: usize) -> Option<usize> {
+    if let Some(nl) = pending.iter().rposition(|&b| b == b'\n') {
+        return Some(nl + 1);
+    }
+    if pending.len() < max_line {
+        return None;
+    }
+    // The last char may be incomplete: cut before it when it is multi-byte (its lead byte
+    // is at most three continuation bytes back); an ASCII or stray byte ends a char.
+    let is_continuation = |b: u8| b & 0xc0 == 0x80;
+    let back = (pending.iter().rev().take(3)).take_while(|&&b| is_continuation(b));
+    let lead = pending.len() - back.count() - 1;
+    Some(if pending[lead] >= 0xc0 {
+        lead
+    } else {
+        pending.len()
+    })
+}
+
 /// Decodes lossily and keeps what a terminal would show: escape sequences and controls
 /// removed, `\r` and backspace applied per line, trailing whitespace trimmed per line.
 pub fn clean(raw: &[u8]) -> String {

@@ -90,7 +90,7 @@ fn stream(mut src: impl Read, out: impl Write, redact: Option<KnownSecrets>) -> 
             Err(e) => return Err(e),
         };
         pending.extend_from_slice(&chunk[..n]);
-        if let Some(end) = segment_end(&pending) {
+        if let Some(end) = output::segment_end(&pending, MAX_SEGMENT_BYTES) {
             sink.push(output::clean(&pending[..end]))?;
             pending.drain(..end);
         }
@@ -99,28 +99,6 @@ fn stream(mut src: impl Read, out: impl Write, redact: Option<KnownSecrets>) -> 
         sink.push(output::clean(&pending))?;
     }
     sink.finish()
-}
-
-/// Where the segment at the front of `pending` ends: after its last newline or, once one
-/// line has outgrown `MAX_SEGMENT_BYTES`, at the last UTF-8 boundary. `None` waits for
-/// more bytes.
-fn segment_end(pending: &[u8]) -> Option<usize> {
-    if let Some(nl) = pending.iter().rposition(|&b| b == b'\n') {
-        return Some(nl + 1);
-    }
-    if pending.len() < MAX_SEGMENT_BYTES {
-        return None;
-    }
-    // The last char may be incomplete: cut before it when it is multi-byte (its lead byte
-    // is at most three continuation bytes back); an ASCII or stray byte ends a char.
-    let is_continuation = |b: u8| b & 0xc0 == 0x80;
-    let back = (pending.iter().rev().take(3)).take_while(|&&b| is_continuation(b));
-    let lead = pending.len() - back.count() - 1;
-    Some(if pending[lead] >= 0xc0 {
-        lead
-    } else {
-        pending.len()
-    })
 }
 
 /// Cleaned segments on their way to the file, redacted unless redaction is off.
@@ -213,11 +191,11 @@ mod tests {
         // Ending in the lead byte, or right after a whole char: both cut before that char.
         let odd = format!("x{line}");
         assert_eq!(
-            segment_end(&odd.as_bytes()[..MAX_SEGMENT_BYTES]),
+            output::segment_end(&odd.as_bytes()[..MAX_SEGMENT_BYTES], MAX_SEGMENT_BYTES),
             Some(MAX_SEGMENT_BYTES - 1)
         );
         assert_eq!(
-            segment_end(&odd.as_bytes()[1..=MAX_SEGMENT_BYTES]),
+            output::segment_end(&odd.as_bytes()[1..=MAX_SEGMENT_BYTES], MAX_SEGMENT_BYTES),
             Some(MAX_SEGMENT_BYTES - 2)
         );
     }
