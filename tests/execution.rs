@@ -4,7 +4,8 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Agent, sc, text};
+use support::history::{exec, id_of, read_all, spawn_with, until_recorded};
+use support::{sc, text};
 
 each_runtime!(
     list_get_and_read_follow_every_accepted_command,
@@ -12,52 +13,6 @@ each_runtime!(
     observe_and_wait_report_several_executions,
     bad_input_is_refused_before_any_history_access,
 );
-
-fn spawn_with(rt: &str, extra: &[(&str, &str)]) -> Agent {
-    let (runtime, shell) = match rt {
-        "zsh" => ("daemon", "zsh"),
-        other => (other, "bash"),
-    };
-    let mut env = vec![("WINX_RUNTIME", runtime), ("WINX_SHELL", shell)];
-    env.extend_from_slice(extra);
-    Agent::spawn_env(&env)
-}
-
-fn exec(a: &mut Agent, s: &Value, action: Value) -> Value {
-    a.call(
-        "Execution",
-        json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"],
-               "action": action}),
-    )
-}
-
-fn id_of(r: &Value) -> String {
-    sc(r)["data"]["state"]["execution_id"]
-        .as_str()
-        .expect("a command answer names its execution")
-        .to_string()
-}
-
-/// Wait (through the history) until `id` exited and its output is fully recorded: observe
-/// it, then wait from that observation's catalog position, so no change slips by unseen.
-fn until_recorded(a: &mut Agent, s: &Value, id: &str) {
-    for _ in 0..100 {
-        let r = exec(
-            a,
-            s,
-            json!({"type": "observe", "items": [{"execution_id": id}]}),
-        );
-        let e = &sc(&r)["data"]["items"][0]["execution"];
-        if e["process_status"] == "exited" && e["output_pending"] == false {
-            return;
-        }
-        let after = sc(&r)["data"]["catalog_cursor"].clone();
-        let wait =
-            json!({"type": "wait", "execution_ids": [id], "after": after, "timeout_seconds": 10});
-        exec(a, s, wait);
-    }
-    panic!("{id} was never completely recorded");
-}
 
 fn list_get_and_read_follow_every_accepted_command(rt: &str) {
     let mut a = spawn_with(rt, &[]);
@@ -296,19 +251,7 @@ fn an_adapter_killed_mid_stream_loses_no_recorded_byte() {
     a.kill9();
     let mut b = support::restart_adapter(&a, "daemon");
     until_recorded(&mut b, &s, &id);
-    let (mut got, mut cursor) = (String::new(), Value::Null);
-    loop {
-        let action =
-            json!({"type": "read", "execution_id": id, "page_bytes": 65536, "cursor": cursor});
-        let r = exec(&mut b, &s, action);
-        let page = &sc(&r)["data"]["page"];
-        assert!(page["retention_gap"].is_null(), "{page}");
-        got.push_str(page["text"].as_str().unwrap());
-        if page["has_more"] == false {
-            break;
-        }
-        cursor = page["next_cursor"].clone();
-    }
+    let got = read_all(&mut b, &s, &id);
     let want: String = (1..=30000).map(|i| format!("line-{i}\n")).collect();
     assert!(
         got == want,

@@ -49,5 +49,6 @@ pub fn fact(exec: &Execution, bg: Option<&str>) -> ExecFact {
         shell_died: exec.shell_died,
         journal_path: exec.log.journal_path(),
         journal_error: exec.log.journal_error(),
+        admission: exec.admission.clone(),
     }
 }

@@ -38,9 +38,17 @@ const READ_CHUNK: usize = 64 * 1024;
 const READ_REPLY_MAX: usize = 32 * 1024;
 
 enum WaitKind {
-    Action { bg: Option<String> },
-    Read { offset: u64 },
-    Watch { after: u64, screen: bool },
+    Action {
+        bg: Option<String>,
+    },
+    Read {
+        offset: u64,
+    },
+    Watch {
+        after: u64,
+        screen: bool,
+        known: u64,
+    },
     Reset,
 }
 
@@ -388,7 +396,8 @@ impl EventLoop {
                 command,
                 background: false,
                 wait,
-            } => match self.session.run_foreground(&command) {
+                scope,
+            } => match self.session.run_foreground(&command, scope) {
                 Ok(()) => self.wait_for(client, None, wait),
                 Err(e) => self.respond(client, &Response::Error(e)),
             },
@@ -396,7 +405,8 @@ impl EventLoop {
                 command,
                 background: true,
                 wait,
-            } => match self.session.run_background(&command) {
+                scope,
+            } => match self.session.run_background(&command, scope) {
                 Ok(id) => self.wait_for(client, Some(id), wait),
                 Err(e) => self.respond(client, &Response::Error(e)),
             },
@@ -427,9 +437,14 @@ impl EventLoop {
                 after,
                 wait,
                 screen,
+                known,
             } => self.waiters.push(Waiter {
                 client,
-                kind: WaitKind::Watch { after, screen },
+                kind: WaitKind::Watch {
+                    after,
+                    screen,
+                    known,
+                },
                 deadline: Deadline::after("watch wait", Duration::from_millis(wait.timeout_ms)),
                 settle: None,
                 seen_total: 0,
@@ -528,7 +543,9 @@ impl EventLoop {
                         secrets: SecretValues(self.session.secrets.values().to_vec()),
                     }
                 }
-                WaitKind::Watch { screen, .. } => Response::Facts(self.session.facts(screen)),
+                WaitKind::Watch { screen, known, .. } => {
+                    Response::Facts(self.session.facts(screen, known))
+                }
                 WaitKind::Reset => Response::Error(GuardianError::Io {
                     detail: "the new shell printed no prompt in time".into(),
                 }),

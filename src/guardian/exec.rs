@@ -5,7 +5,7 @@
 //! an answer that skips them says how many it skipped (never a silent gap).
 
 use crate::deadline::{Stopwatch, unix_ms};
-use crate::wire::guardian::{ActionResult, CommandState, ProcessStatus};
+use crate::wire::guardian::{ActionResult, Admission, CommandState, ProcessStatus};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -137,6 +137,8 @@ pub struct Execution {
     finished_elapsed_ms: Option<u64>,
     /// The shell died before reporting this command's completion.
     pub shell_died: bool,
+    /// Who admitted it, for the history (`Facts`).
+    pub admission: Option<Admission>,
 }
 
 impl Execution {
@@ -150,6 +152,7 @@ impl Execution {
             exit_code: None,
             finished_elapsed_ms: None,
             shell_died: false,
+            admission: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod exec;
 pub mod facts;
 pub mod harvest;
 pub mod reaper;
+pub mod screen;
 pub mod session;
 pub mod shell;
 pub mod sigchld;

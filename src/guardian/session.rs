@@ -14,13 +14,17 @@ use crate::shell::marker::{Marker, Piece, new_nonce};
 use crate::shell::pty;
 use crate::shell::secrets::KnownSecrets;
 use crate::wire::guardian::{
-    ActionResult, CommandState, GuardianError, ProcessStatus, Response, SecretValues, Snapshot,
+    ActionResult, Admission, CommandState, ExecScope, GuardianError, ProcessStatus, Response,
+    SecretValues, Snapshot,
 };
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Background commands one session may run at once (seed 003 / issue: 8 per session).
 pub const MAX_BACKGROUND: usize = 8;
+/// Output read from a background PTY when its command exits, at most (a descendant still
+/// writing cannot hold the loop).
+const MAX_EXIT_DRAIN: usize = 4 * 1024 * 1024;
 /// How long a finished background command stays answerable to `status_check`.
 pub const TOMBSTONE_MS: i64 = 5 * 60 * 1000;
 pub use super::exec::RETAINED_JOURNALS;
@@ -57,7 +61,7 @@ pub struct Session {
     pub cwd: String,
     pub fg: Option<Execution>,
     pub(super) vt: vt100::Parser,
-    last_screen: Vec<String>,
+    pub(super) last_screen: Vec<String>,
     pub bg: BTreeMap<String, Background>,
     next_exec: u64,
     next_bg: u64,
@@ -215,6 +219,19 @@ impl Session {
         let mut any = false;
         for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {
             if let Some(code) = pty::try_reap(b.pid) {
+                // Everything it wrote before exiting is in its PTY: read that first, so
+                // the end is never reported ahead of the output (the history would stop
+                // capturing at the end's byte count).
+                // The master stays open: the poll loop holds its fd number for this
+                // wake-up and closes it when it reads the hang-up (closing it here could
+                // hand the number to a client accepted meanwhile).
+                if let Some(fd) = b.master.as_ref().map(|m| m.as_raw_fd()) {
+                    let secrets = &mut self.secrets;
+                    pty::drain(fd, MAX_EXIT_DRAIN, |bytes| {
+                        b.harvest.feed(bytes, secrets);
+                        b.exec.log.append(bytes);
+                    });
+                }
                 b.exec.finish(Some(code));
                 b.finished_at_ms = Some(unix_ms());
                 super::slots::release(&super::slots::dir_for(&self.spec.session_dir), b.pid);
@@ -283,7 +300,7 @@ impl Session {
         }
     }
 
-    fn new_exec(&mut self, command: &str) -> Execution {
+    fn new_exec(&mut self, command: &str, scope: Option<ExecScope>) -> Execution {
         self.secrets.learn_text(command);
         self.activity.bump();
         self.next_exec += 1;
@@ -295,15 +312,24 @@ impl Session {
         self.clocks.last_command_ms = Some(unix_ms());
         self.clocks.ever_ran_command = true;
         self.touch();
-        Execution::new(
-            format!("{}-{n}", self.tag),
-            command.to_string(),
-            Some(journal),
-        )
+        let mut exec = Execution::new(format!("{}-{n}", self.tag), command.into(), Some(journal));
+        let (cwd, started_ms) = (self.cwd.clone(), exec.started_ms);
+        let command = command.into();
+        exec.admission = scope.map(|scope| Admission {
+            scope,
+            command,
+            cwd,
+            started_ms,
+        });
+        exec
     }
 
     /// Start a foreground command.
-    pub fn run_foreground(&mut self, command: &str) -> Result<(), GuardianError> {
+    pub fn run_foreground(
+        &mut self,
+        command: &str,
+        scope: Option<ExecScope>,
+    ) -> Result<(), GuardianError> {
         if !self.shell.alive {
             return Err(GuardianError::ShellNotRunning);
         }
@@ -313,7 +339,7 @@ impl Session {
                 elapsed_ms: e.elapsed_ms(),
             });
         }
-        let exec = self.new_exec(command);
+        let exec = self.new_exec(command, scope);
         if let Some(prev) = self.fg.take() {
             self.activity.retire(&prev, None);
             self.retire_journal(prev.log.journal_path());
@@ -331,7 +357,11 @@ impl Session {
     }
 
     /// Start a background command in its own PTY; returns its id.
-    pub fn run_background(&mut self, command: &str) -> Result<String, GuardianError> {
+    pub fn run_background(
+        &mut self,
+        command: &str,
+        scope: Option<ExecScope>,
+    ) -> Result<String, GuardianError> {
         if self.running_bg() >= MAX_BACKGROUND {
             return Err(GuardianError::BackgroundLimit {
                 limit: MAX_BACKGROUND,
@@ -347,7 +377,7 @@ impl Session {
             },
             Some(detail) => GuardianError::Io { detail },
         })?;
-        let exec = self.new_exec(command);
+        let exec = self.new_exec(command, scope);
         self.next_bg += 1;
         let id = format!("bg{}", self.next_bg);
         self.bg.insert(
@@ -446,39 +476,6 @@ impl Session {
         match bg_id {
             Some(id) => self.bg.get(id).is_none_or(|b| b.exec.finished()),
             None => !self.shell.alive || self.fg.as_ref().is_none_or(|e| e.finished()),
-        }
-    }
-
-    /// The rendered terminal: the last `lines` non-empty rows, or only rows changed since
-    /// the previous `screen` call when `diff` is set.
-    pub fn screen(&mut self, lines: Option<usize>, diff: bool) -> Response {
-        let screen = self.vt.screen();
-        let (rows, cols) = screen.size();
-        let (rows, cols) = (u16::from(rows), u16::from(cols));
-        let current: Vec<String> = screen.rows(0, cols).collect();
-        let text = if diff {
-            let changed: Vec<String> = current
-                .iter()
-                .enumerate()
-                .filter(|(i, r)| self.last_screen.get(*i) != Some(*r))
-                .map(|(i, r)| format!("{:>3}| {}", i + 1, r.trim_end()))
-                .collect();
-            changed.join("\n")
-        } else {
-            let mut v: Vec<&str> = current.iter().map(|r| r.trim_end()).collect();
-            while v.last().is_some_and(|l| l.is_empty()) {
-                v.pop();
-            }
-            let skip = lines.map_or(0, |n| v.len().saturating_sub(n));
-            v[skip..].join("\n")
-        };
-        self.last_screen = current;
-        let secrets = SecretValues(self.secrets.values().to_vec());
-        Response::Screen {
-            text,
-            rows,
-            cols,
-            secrets,
         }
     }
 

@@ -55,6 +55,7 @@ fn run(f: &Fixture, cmd: &str) -> ActionResult {
         command: cmd.into(),
         background: false,
         wait: wait(10_000),
+        scope: None,
     };
     match f.client.call(&req, Duration::from_secs(10)).unwrap() {
         Response::Action(a) => a,

@@ -39,12 +39,12 @@ pub fn apply(
     redact: bool,
     limits: &Limits,
     now_ms: i64,
+    seq: &mut Option<i64>,
 ) -> rusqlite::Result<Applied> {
     let mut known = KnownSecrets::new();
     known.learn_all(&facts.secrets.0);
     let records = table::open_records(c, Some(&facts.identity()))?;
     let mut applied = Applied::default();
-    let mut seq = None;
     for mut r in records {
         let before = r.clone();
         match facts
@@ -72,10 +72,7 @@ pub fn apply(
             ),
         }
         if r != before {
-            let s = match seq {
-                Some(s) => s,
-                None => *seq.insert(table::next_seq(c)?),
-            };
+            let s = table::batch_seq(c, seq)?;
             stamp(&before, &mut r, s, now_ms);
             table::update(c, &r)?;
             applied.changed = true;
@@ -94,12 +91,13 @@ pub fn guardian_gone(
     reason: &str,
     limits: &Limits,
     now_ms: i64,
+    seq: &mut Option<i64>,
 ) -> rusqlite::Result<bool> {
     let records = table::open_records(c, Some(guardian))?;
     if records.is_empty() {
         return Ok(false);
     }
-    let s = table::next_seq(c)?;
+    let s = table::batch_seq(c, seq)?;
     for mut r in records {
         let before = r.clone();
         lost(&mut r, reason, now_ms, limits);
@@ -297,11 +295,12 @@ mod tests {
                 shell_died: false,
                 journal_path: rec.journal_path.clone(),
                 journal_error: None,
+                admission: None,
             }],
             screen: None,
             secrets: SecretValues::default(),
         };
-        apply(&c, &facts, false, &Limits::default(), 0).unwrap();
+        apply(&c, &facts, false, &Limits::default(), 0, &mut None).unwrap();
         let r = table::get(&c, &scope, "a-1").unwrap().unwrap();
         let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
         let text = String::from_utf8(text).unwrap();

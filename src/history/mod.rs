@@ -11,6 +11,7 @@
 
 pub mod capture;
 pub mod cursor;
+mod reconcile;
 mod recorder;
 pub mod retention;
 pub mod turn;
@@ -21,6 +22,7 @@ use crate::store::history::{NewRecord, Scope};
 use crossbeam_channel::{Sender, bounded};
 use parking_lot::{Condvar, Mutex};
 use rusqlite::Connection;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,6 +120,8 @@ pub(crate) enum Msg {
     Admit(Box<NewRecord>),
     Facts {
         facts: Box<crate::wire::guardian::Facts>,
+        /// The guardian's socket (records added from the facts keep it).
+        socket: String,
         watcher: bool,
         /// Answered once applied: what a watcher does next.
         done: Option<Sender<Next>>,
@@ -143,7 +147,13 @@ pub struct Open {
     pub key: cursor::Key,
     pub notify: Arc<Notify>,
     pub limits: Limits,
+    /// Sessions whose guardian this process has asked for commands no adapter recorded.
+    reconciled: Mutex<HashSet<String>>,
 }
+
+/// Sessions remembered as reconciled; past this the set starts again (a repeat costs one
+/// refresh).
+const MAX_RECONCILED: usize = 4096;
 
 /// The history service of one adapter process, opened on first use.
 pub struct History {
@@ -201,6 +211,7 @@ impl History {
             key,
             notify,
             limits: self.limits.clone(),
+            reconciled: Mutex::new(HashSet::new()),
         })
     }
 
@@ -233,11 +244,12 @@ impl Open {
 
     /// Ask `client`'s guardian for its facts now and apply them (one refresh).
     pub fn refresh(&self, client: &GuardianClient, deadline: &Deadline) -> Result<(), String> {
-        match client.facts(0, Duration::ZERO) {
+        match client.facts(0, Duration::ZERO, 0) {
             Ok(facts) => {
                 let (tx, rx) = bounded(1);
                 let msg = Msg::Facts {
                     facts: Box::new(facts),
+                    socket: client.socket.to_string_lossy().into_owned(),
                     watcher: false,
                     done: Some(tx),
                 };
@@ -245,6 +257,31 @@ impl Open {
                 wait_reply(&rx, deadline).map_err(|e| e.0)
             }
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// On this process's first look at session `key`: ask its guardian (if one answers)
+    /// for its executions, so a command whose admitting adapter died before recording it
+    /// is in the catalog (`reconcile`). Failures leave the catalog as it is.
+    pub fn reconcile_session(
+        &self,
+        key: &str,
+        client: Option<GuardianClient>,
+        deadline: &Deadline,
+    ) {
+        {
+            let mut seen = self.reconciled.lock();
+            if seen.len() >= MAX_RECONCILED {
+                seen.clear();
+            }
+            if !seen.insert(key.to_string()) {
+                return;
+            }
+        }
+        if let Some(client) = client
+            && let Err(e) = self.refresh(&client, deadline)
+        {
+            log::debug!("history reconcile of session {key}: {e}");
         }
     }
 

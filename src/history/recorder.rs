@@ -6,11 +6,12 @@
 //! and retired only by the recorder thread, in message order, so a command admitted
 //! while its guardian's watcher is retiring always gets a watcher.
 
-use super::{Limits, Msg, Next, Notify, capture, retention};
-use crate::deadline::unix_ms;
+use super::{Limits, Msg, Next, Notify, capture, reconcile, retention};
+use crate::deadline::{Deadline, unix_ms};
 use crate::ipc::GuardianClient;
 use crate::ipc::client::FactsError;
 use crate::store::history as table;
+use crate::wire::guardian::execution_number;
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use rusqlite::Connection;
 use std::collections::HashSet;
@@ -25,6 +26,10 @@ const WATCH_WAIT: Duration = Duration::from_secs(10);
 const BATCH: Duration = Duration::from_millis(2);
 /// Messages applied in one transaction at most.
 const MAX_BATCH: usize = 64;
+/// How long a batch of admissions waits for the facts that usually follow them.
+const ADMIT_WINDOW: Duration = Duration::from_millis(5);
+/// Pause after a batch that could not be written, before the next attempt.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How often expired records are removed even when nothing else happens.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
@@ -39,6 +44,10 @@ struct Recorder {
     changed: bool,
     /// Something in the current batch could not be written.
     failed: bool,
+    /// The change counter value of the current batch, once taken.
+    seq: Option<i64>,
+    /// Scopes the current batch admitted commands into (their caps are enforced once).
+    admitted: Vec<table::Scope>,
     tx: Sender<Msg>,
 }
 
@@ -57,6 +66,8 @@ pub(super) fn spawn(
         watching: HashSet::new(),
         changed: false,
         failed: false,
+        admitted: Vec::new(),
+        seq: None,
         tx: tx.clone(),
     };
     std::thread::Builder::new()
@@ -84,14 +95,9 @@ impl Recorder {
     fn run(mut self, rx: Receiver<Msg>) {
         self.recover();
         while let Ok(first) = rx.recv() {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
-            }
-            let began = self.conn.execute_batch("BEGIN IMMEDIATE");
+            let batch = gather(&rx, first);
+            let began = exec(&self.conn, "BEGIN IMMEDIATE");
+            self.seq = None;
             let mut replies = Vec::new();
             for msg in batch {
                 match began {
@@ -99,7 +105,14 @@ impl Recorder {
                     Err(_) => self.defer(msg, &mut replies),
                 }
             }
-            match began.and_then(|_| self.conn.execute_batch("COMMIT")) {
+            // The caps once per scope a batch admitted into, not once per command.
+            for scope in std::mem::take(&mut self.admitted) {
+                let limits = self.limits.clone();
+                self.write("retention", |c, _| {
+                    Ok(retention::enforce(c, &scope, &limits)? > 0)
+                });
+            }
+            match began.and_then(|_| exec(&self.conn, "COMMIT")) {
                 Ok(()) => {}
                 Err(e) => {
                     let _ = self.conn.execute_batch("ROLLBACK");
@@ -113,6 +126,11 @@ impl Recorder {
             let failed = std::mem::take(&mut self.failed);
             for (to, next) in replies {
                 let _ = to.send(if failed { Next::Failed } else { next });
+            }
+            if failed {
+                // A full or failing database: what was requeued is retried after a pause,
+                // not in a busy loop.
+                let _ = crossbeam_channel::after(RETRY_PAUSE).recv();
             }
         }
     }
@@ -149,20 +167,20 @@ impl Recorder {
         let now = unix_ms() + self.limits.clock_skew_ms;
         match msg {
             Msg::Admit(rec) => {
-                let (redact, limits) = (self.redact, self.limits.clone());
+                let redact = self.redact;
                 let mut rec = *rec;
-                if redact {
-                    let (text, _) = crate::shell::redact::Redactor::global().redact(&rec.command);
-                    rec.command = text.into_owned();
-                }
-                let ok = self.write("admit", |c| {
-                    let seq = table::next_seq(c)?;
-                    table::insert(c, &rec, seq)?;
-                    retention::enforce(c, &rec.scope, &limits)?;
+                rec.command = reconcile::stored_command(redact, &rec.command);
+                let ok = self.write("admit", |c, seq| {
+                    table::insert(c, &rec, table::batch_seq(c, seq)?)?;
                     Ok(true)
                 });
                 match ok {
-                    Some(_) => self.ensure_watcher(&rec.guardian, &rec.socket),
+                    Some(_) => {
+                        if !self.admitted.contains(&rec.scope) {
+                            self.admitted.push(rec.scope.clone());
+                        }
+                        self.ensure_watcher(&rec.guardian, &rec.socket);
+                    }
                     // Not written: queued again, never dropped.
                     None => {
                         let _ = self.tx.send(Msg::Admit(Box::new(rec)));
@@ -171,12 +189,17 @@ impl Recorder {
             }
             Msg::Facts {
                 facts,
+                socket,
                 watcher,
                 done,
             } => {
                 let (redact, limits) = (self.redact, self.limits.clone());
-                let applied = self.write("record facts", |c| {
-                    capture::apply(c, &facts, redact, &limits, now)
+                let applied = self.write("record facts", |c, seq| {
+                    // Commands no adapter recorded first, so their output is captured now.
+                    let added = reconcile::apply(c, &facts, &socket, redact, &limits, seq)?;
+                    let mut applied = capture::apply(c, &facts, redact, &limits, now, seq)?;
+                    applied.changed |= added;
+                    Ok(applied)
                 });
                 let next = match applied {
                     Some(a) if a.more => Next::Again,
@@ -192,19 +215,19 @@ impl Recorder {
             }
             Msg::Gone { guardian, reason } => {
                 let limits = self.limits.clone();
-                self.write("mark unknown", |c| {
-                    capture::guardian_gone(c, &guardian, &reason, &limits, now)
+                self.write("mark unknown", |c, seq| {
+                    capture::guardian_gone(c, &guardian, &reason, &limits, now, seq)
                 });
                 self.watching.remove(&guardian);
             }
             Msg::Watch { guardian, socket } => self.ensure_watcher(&guardian, &socket),
             Msg::Sync(done) => {
                 // Catalog reads prune lazily: expired records never reach a reader.
-                self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
+                self.write("expire", |c, _| Ok(retention::expire(c, now)? > 0));
                 replies.push((done, Next::Watch));
             }
             Msg::Sweep => {
-                self.write("expire", |c| Ok(retention::expire(c, now)? > 0));
+                self.write("expire", |c, _| Ok(retention::expire(c, now)? > 0));
             }
         }
     }
@@ -214,20 +237,23 @@ impl Recorder {
     fn write<T: Changed>(
         &mut self,
         what: &str,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        f: impl FnOnce(&Connection, &mut Option<i64>) -> rusqlite::Result<T>,
     ) -> Option<T> {
-        let run = |c: &Connection| -> rusqlite::Result<T> {
-            c.execute_batch("SAVEPOINT step")?;
-            let out = f(c)?;
-            c.execute_batch("RELEASE step")?;
+        // The batch's change counter, taken inside this step: undone with it on failure.
+        let seq_before = self.seq;
+        let run = |c: &Connection, seq: &mut Option<i64>| -> rusqlite::Result<T> {
+            exec(c, "SAVEPOINT step")?;
+            let out = f(c, seq)?;
+            exec(c, "RELEASE step")?;
             Ok(out)
         };
-        match run(&self.conn) {
+        match run(&self.conn, &mut self.seq) {
             Ok(out) => {
                 self.changed |= out.changed();
                 Some(out)
             }
             Err(e) => {
+                self.seq = seq_before;
                 let _ = self.conn.execute_batch("ROLLBACK TO step; RELEASE step");
                 log::warn!("history {what} failed: {e}");
                 self.failed = true;
@@ -249,6 +275,38 @@ impl Recorder {
             log::warn!("history watcher: {e}");
         }
     }
+}
+
+/// A batch: `first` and whatever else is queued (up to `MAX_BATCH`). A batch of nothing
+/// but admissions also waits up to `ADMIT_WINDOW` for more, ending early at the first
+/// other message: a command's admission then usually shares its transaction with the
+/// watcher's first facts about it (a command loop commits once per window, not once per
+/// command). A reader's `sync` ends the wait at once.
+fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
+    let window = matches!(first, Msg::Admit(_)).then(|| Deadline::after("admission", ADMIT_WINDOW));
+    let timer = window.map_or_else(crossbeam_channel::never, |w| w.receiver());
+    let mut batch = vec![first];
+    let mut only_admissions = window.is_some();
+    while batch.len() < MAX_BATCH {
+        let next = match rx.try_recv() {
+            Ok(m) => Some(m),
+            Err(_) if !only_admissions => None,
+            Err(_) => crossbeam_channel::select! {
+                recv(rx) -> m => m.ok(),
+                recv(timer) -> _ => None,
+            },
+        };
+        let Some(m) = next else { break };
+        only_admissions &= matches!(m, Msg::Admit(_));
+        batch.push(m);
+    }
+    batch
+}
+
+/// Run a statement without parameters from the connection's statement cache (the
+/// transaction statements run several times per batch; parsing them is measurable).
+fn exec(c: &Connection, sql: &str) -> rusqlite::Result<()> {
+    c.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 /// What a transaction reports to decide whether waiters are woken.
@@ -275,6 +333,8 @@ impl Changed for capture::Applied {
 fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
     let client = GuardianClient::new(socket);
     let mut after = 0;
+    // Executions whose admission the recorder has seen: later facts leave it out.
+    let mut known = 0;
     let mut wait = WATCH_WAIT;
     let mut failures = 0;
     let gone = |reason: String| {
@@ -282,7 +342,7 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
         let _ = tx.send(Msg::Gone { guardian, reason });
     };
     loop {
-        match client.facts(after, wait) {
+        match client.facts(after, wait, known) {
             Ok(facts) => {
                 failures = 0;
                 if facts.identity() != guardian {
@@ -293,16 +353,25 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
                     );
                 }
                 after = facts.seq;
+                let newest = facts.executions.iter();
+                let newest = newest
+                    .filter_map(|e| execution_number(&e.execution_id))
+                    .max();
                 let (done, keep) = bounded(1);
                 let msg = Msg::Facts {
                     facts: Box::new(facts),
+                    socket: socket.to_string_lossy().into_owned(),
                     watcher: true,
                     done: Some(done),
                 };
                 if tx.send(msg).is_err() {
                     return;
                 }
-                wait = match keep.recv() {
+                let next = keep.recv();
+                if matches!(next, Ok(Next::Watch | Next::Again)) {
+                    known = known.max(newest.unwrap_or(0));
+                }
+                wait = match next {
                     Ok(Next::Watch) => WATCH_WAIT,
                     Ok(Next::Again) => Duration::ZERO,
                     // Not written: ask for the same facts again after the pause.

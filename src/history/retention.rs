@@ -22,6 +22,12 @@ pub fn enforce(c: &Connection, scope: &Scope, limits: &Limits) -> rusqlite::Resu
     if count <= limits.records_per_scope && bytes <= limits.scope_bytes as i64 {
         return Ok(0);
     }
+    if bytes <= limits.scope_bytes as i64 {
+        // Only the record cap: the oldest terminal records, found without a scope scan.
+        let doomed = table::oldest_terminal(c, scope, count - limits.records_per_scope)?;
+        table::delete(c, &doomed)?;
+        return Ok(doomed.len());
+    }
     let usage = table::scope_usage(c, scope)?;
     let mut count = usage.len();
     let mut bytes: i64 = usage.iter().map(|(_, _, b)| b).sum();

@@ -96,8 +96,9 @@ impl GuardianClient {
     }
 
     /// The guardian's facts with its foreground screen (`Request::Watch`), answered once
-    /// its activity counter passes `after` or `wait` ends.
-    pub fn facts(&self, after: u64, wait: Duration) -> Result<Facts, FactsError> {
+    /// its activity counter passes `after` or `wait` ends; executions numbered up to
+    /// `known` come without their admission.
+    pub fn facts(&self, after: u64, wait: Duration, known: u64) -> Result<Facts, FactsError> {
         let req = Request::Watch {
             after,
             wait: Wait {
@@ -105,6 +106,7 @@ impl GuardianClient {
                 settle_ms: None,
             },
             screen: true,
+            known,
         };
         match self.call(&req, wait) {
             Ok(Response::Facts(f)) => Ok(f),

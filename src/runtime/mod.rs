@@ -156,6 +156,17 @@ impl Runtime {
         &self.cfg.base_env
     }
 
+    /// A client for the guardian `key` would have, without asking anything (it may not
+    /// answer); `None` when this runtime cannot have one.
+    pub fn client(&self, key: &str) -> Option<GuardianClient> {
+        let known = self.guardians.lock().get(key).cloned();
+        match (known, self.cfg.kind) {
+            (Some(c), _) => Some(c),
+            (None, RuntimeKind::Daemon) => Some(GuardianClient::new(&self.socket_path(key))),
+            (None, RuntimeKind::Embedded) => None,
+        }
+    }
+
     /// The guardian of `key` if one is live, with its snapshot.
     pub fn attach(&self, key: &str) -> Option<Ensured> {
         self.watch_daemon();

@@ -75,6 +75,28 @@ pub fn set_nonblocking(fd: RawFd) {
     }
 }
 
+/// Read what a non-blocking master holds now, at most `max` bytes, handing each chunk to
+/// `f`; true when the other side is closed and drained (EOF or EIO: nothing more can come).
+pub fn drain(fd: RawFd, max: usize, mut f: impl FnMut(&[u8])) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut taken = 0;
+    while taken < max {
+        // SAFETY: reading into a buffer we own, at most its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            f(&buf[..n as usize]);
+            taken += n as usize;
+            continue;
+        }
+        let err = nix::Error::last();
+        if n < 0 && err == nix::Error::EINTR {
+            continue;
+        }
+        return n == 0 || err != nix::Error::EAGAIN;
+    }
+    false
+}
+
 /// Status-pipe codes written by the child before `_exit`.
 const STEP_CHDIR: u8 = 1;
 const STEP_EXEC: u8 = 2;

@@ -186,40 +186,46 @@ pub fn seq(c: &Connection) -> rusqlite::Result<i64> {
 
 /// Advance the change counter (once per writing transaction) and return the new value.
 pub fn next_seq(c: &Connection) -> rusqlite::Result<i64> {
-    c.query_row(
-        "UPDATE history_seq SET seq = seq + 1 RETURNING seq",
-        [],
-        |r| r.get(0),
-    )
+    let mut st = c.prepare_cached("UPDATE history_seq SET seq = seq + 1 RETURNING seq")?;
+    st.query_row([], |r| r.get(0))
+}
+
+/// The change counter value of the current transaction: advanced on first use, then
+/// shared by every change the transaction makes (`slot` is the transaction's).
+pub fn batch_seq(c: &Connection, slot: &mut Option<i64>) -> rusqlite::Result<i64> {
+    match *slot {
+        Some(s) => Ok(s),
+        None => Ok(*slot.insert(next_seq(c)?)),
+    }
 }
 
 /// Insert an accepted command; an identity already recorded is left as it is. Returns
 /// whether a row was inserted.
 pub fn insert(c: &Connection, n: &NewRecord, seq: i64) -> rusqlite::Result<bool> {
     let s = &n.scope;
-    let changed = c.execute(
+    let mut st = c.prepare_cached(
         "INSERT OR IGNORE INTO executions (principal, thread_id, workspace_root, execution_id,
             guardian, session_key, socket, bg_command_id, command, cwd, process_status,
             first_at_ms, observed_at_ms, journal_path, activity_seq, state_seq, output_seq,
             changed_seq)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?13, ?7, ?8, ?9, 'running', ?10, ?10, ?11, 1, ?12, ?12,
             ?12)",
-        params![
-            s.principal,
-            s.thread_id,
-            s.workspace_root,
-            n.execution_id,
-            n.guardian,
-            n.session_key,
-            n.bg_command_id,
-            n.command,
-            n.cwd,
-            n.now_ms,
-            n.journal_path,
-            seq,
-            n.socket
-        ],
     )?;
+    let changed = st.execute(params![
+        s.principal,
+        s.thread_id,
+        s.workspace_root,
+        n.execution_id,
+        n.guardian,
+        n.session_key,
+        n.bg_command_id,
+        n.command,
+        n.cwd,
+        n.now_ms,
+        n.journal_path,
+        seq,
+        n.socket
+    ])?;
     Ok(changed == 1)
 }
 
@@ -264,7 +270,7 @@ pub fn open_records(c: &Connection, guardian: Option<&str>) -> rusqlite::Result<
 
 /// Write back the mutable fields of `r` (the caller changed them and stamped the seqs).
 pub fn update(c: &Connection, r: &Record) -> rusqlite::Result<()> {
-    c.execute(
+    let mut st = c.prepare_cached(
         "UPDATE executions SET cwd = ?2, process_status = ?3, exit_code = ?4,
             unknown_reason = ?5, observed_at_ms = ?6, finished_at_ms = ?7, expires_at_ms = ?8,
             activity_seq = ?9, output_activity_seq = ?10, output_pending = ?11,
@@ -272,41 +278,41 @@ pub fn update(c: &Connection, r: &Record) -> rusqlite::Result<()> {
             retained_bytes = ?16, gap_bytes = ?17, journal_path = ?18, turn_state = ?19,
             state_seq = ?20, output_seq = ?21, turn_seq = ?22, changed_seq = ?23
          WHERE id = ?1",
-        params![
-            r.rowid,
-            r.cwd,
-            r.process_status,
-            r.exit_code,
-            r.unknown_reason,
-            r.observed_at_ms,
-            r.finished_at_ms,
-            r.expires_at_ms,
-            r.activity_seq,
-            r.output_activity_seq,
-            r.output_pending,
-            r.raw_bytes,
-            r.raw_end,
-            r.text_end,
-            r.retained_start,
-            r.retained_bytes,
-            r.gap_bytes,
-            r.journal_path,
-            r.turn_state,
-            r.state_seq,
-            r.output_seq,
-            r.turn_seq,
-            r.changed_seq
-        ],
     )?;
+    st.execute(params![
+        r.rowid,
+        r.cwd,
+        r.process_status,
+        r.exit_code,
+        r.unknown_reason,
+        r.observed_at_ms,
+        r.finished_at_ms,
+        r.expires_at_ms,
+        r.activity_seq,
+        r.output_activity_seq,
+        r.output_pending,
+        r.raw_bytes,
+        r.raw_end,
+        r.text_end,
+        r.retained_start,
+        r.retained_bytes,
+        r.gap_bytes,
+        r.journal_path,
+        r.turn_state,
+        r.state_seq,
+        r.output_seq,
+        r.turn_seq,
+        r.changed_seq
+    ])?;
     Ok(())
 }
 
 /// Store one chunk of text at `offset` (the record's `text_end`).
 pub fn append_chunk(c: &Connection, rowid: i64, offset: i64, bytes: &[u8]) -> rusqlite::Result<()> {
-    c.execute(
+    let mut st = c.prepare_cached(
         "INSERT OR REPLACE INTO execution_output (exec, offset, bytes) VALUES (?1, ?2, ?3)",
-        params![rowid, offset, bytes],
     )?;
+    st.execute(params![rowid, offset, bytes])?;
     Ok(())
 }
 
@@ -363,19 +369,22 @@ pub struct Screen {
 
 /// Replace the screen snapshot of a record.
 pub fn put_screen(c: &Connection, rowid: i64, s: &Screen) -> rusqlite::Result<()> {
-    c.execute(
+    let mut st = c.prepare_cached(
         "INSERT OR REPLACE INTO execution_screen
             (exec, snapshot, text, captured_at_ms, quiet_ms, detection)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            rowid,
-            s.snapshot,
-            s.text,
-            s.captured_at_ms,
-            s.quiet_ms,
-            s.detection
-        ],
     )?;
+    st.execute(params![
+        rowid,
+        s.snapshot,
+        s.text,
+        s.captured_at_ms,
+        s.quiet_ms,
+        s.detection
+    ])?;
+    // Kept on the record, so the scope caps are one aggregate over `executions`.
+    let mut st = c.prepare_cached("UPDATE executions SET screen_bytes = ?2 WHERE id = ?1")?;
+    st.execute(params![rowid, s.text.len() as i64])?;
     Ok(())
 }
 
@@ -408,26 +417,37 @@ pub fn delete(c: &Connection, rowids: &[i64]) -> rusqlite::Result<()> {
 /// How many records `scope` holds and their retained output plus screen bytes: one
 /// aggregate over the scope index, so admission can skip the caps when under them.
 pub fn scope_totals(c: &Connection, scope: &Scope) -> rusqlite::Result<(usize, i64)> {
+    let mut st = c.prepare_cached(
+        "SELECT count(*), coalesce(sum(retained_bytes + screen_bytes), 0)
+         FROM executions WHERE principal = ?1 AND thread_id = ?2 AND workspace_root = ?3",
+    )?;
     let (p, t, w) = s(scope);
-    c.query_row(
-        "SELECT count(*), coalesce(sum(e.retained_bytes
-            + coalesce((SELECT length(text) FROM execution_screen WHERE exec = e.id), 0)), 0)
-         FROM executions e WHERE principal = ?1 AND thread_id = ?2 AND workspace_root = ?3",
-        params![p, t, w],
-        |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?)),
-    )
+    st.query_row(params![p, t, w], |r| {
+        Ok((r.get::<_, i64>(0)? as usize, r.get(1)?))
+    })
 }
 
-/// Every record of `scope` with its retained bytes, oldest first (for the caps).
+/// Every record of `scope` with its retained bytes, oldest first (for the byte cap).
 pub fn scope_usage(c: &Connection, scope: &Scope) -> rusqlite::Result<Vec<(i64, String, i64)>> {
     let mut st = c.prepare_cached(
-        "SELECT e.id, e.process_status, e.retained_bytes
-            + coalesce((SELECT length(text) FROM execution_screen WHERE exec = e.id), 0)
-         FROM executions e WHERE principal = ?1 AND thread_id = ?2 AND workspace_root = ?3
-         ORDER BY e.id",
+        "SELECT id, process_status, retained_bytes + screen_bytes
+         FROM executions WHERE principal = ?1 AND thread_id = ?2 AND workspace_root = ?3
+         ORDER BY id",
     )?;
     let (p, t, w) = s(scope);
     let rows = st.query_map(params![p, t, w], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    rows.collect()
+}
+
+/// The `n` oldest terminal records of `scope` (for the record cap): a walk of the scope
+/// index that stops after `n`.
+pub fn oldest_terminal(c: &Connection, scope: &Scope, n: usize) -> rusqlite::Result<Vec<i64>> {
+    let mut st = c.prepare_cached(
+        "SELECT id FROM executions WHERE principal = ?1 AND thread_id = ?2
+         AND workspace_root = ?3 AND process_status != 'running' ORDER BY id LIMIT ?4",
+    )?;
+    let (p, t, w) = s(scope);
+    let rows = st.query_map(params![p, t, w, n as i64], |r| r.get(0))?;
     rows.collect()
 }
 

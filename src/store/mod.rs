@@ -4,6 +4,7 @@
 //! written; schema changes happen only through the numbered `MIGRATIONS`.
 
 pub mod history;
+pub mod history_marks;
 pub mod permits;
 pub mod receipts;
 pub mod sessions;
@@ -70,6 +71,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX read_permits_age ON read_permits (updated_at_ms);",
     // 6: execution history (`history`): records, retained output, screens, change counter.
     history::MIGRATION,
+    // 7: history admission marks (reconciling commands no adapter recorded) and screen
+    // bytes on each record (one aggregate for the scope caps).
+    history_marks::MIGRATION,
 ];
 
 /// A store failure, with what was being done.

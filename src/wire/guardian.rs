@@ -25,6 +25,10 @@ pub enum Request {
         command: String,
         background: bool,
         wait: Wait,
+        /// Who admits it (the history record's scope), reported back in `Facts` so any
+        /// adapter can record a command whose admitting adapter died before it could.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<ExecScope>,
     },
     /// Undelivered output and state of the foreground command or a background one.
     Status { bg_id: Option<String>, wait: Wait },
@@ -49,6 +53,10 @@ pub enum Request {
         wait: Wait,
         #[serde(default)]
         screen: bool,
+        /// Executions numbered up to `known` were reported to this caller already: their
+        /// facts leave out the admission (command text and scope).
+        #[serde(default)]
+        known: u64,
     },
     /// Add `learn` to the session's known secret values and answer with all of them
     /// (`Response::Secrets`).
@@ -182,6 +190,34 @@ pub struct ExecFact {
     pub shell_died: bool,
     pub journal_path: Option<String>,
     pub journal_error: Option<String>,
+    /// How the command was admitted (absent for executions the caller already knows, and
+    /// for commands run without a scope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+}
+
+/// The scope a command was admitted in: principal, thread and workspace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecScope {
+    pub principal: String,
+    pub thread_id: String,
+    pub workspace_root: String,
+}
+
+/// A command's admission as its guardian saw it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Admission {
+    pub scope: ExecScope,
+    pub command: String,
+    /// The shell's directory when the command was written.
+    pub cwd: String,
+    pub started_ms: i64,
+}
+
+/// The number of an execution id (`<hex>-<n>`): executions of one guardian are numbered
+/// in the order it accepted them.
+pub fn execution_number(execution_id: &str) -> Option<u64> {
+    execution_id.rsplit_once('-')?.1.parse().ok()
 }
 
 impl Facts {

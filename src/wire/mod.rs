@@ -174,6 +174,7 @@ mod fuzz {
                     command,
                     background,
                     wait,
+                    scope: None,
                 }
             }),
             (id.clone(), arb_wait()).prop_map(|(bg_id, wait)| Request::Status { bg_id, wait }),

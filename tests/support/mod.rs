@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod golden;
+pub mod history;
 pub mod tasks;
 pub mod wait;
 

@@ -125,6 +125,7 @@ pub fn start(
             command: command.clone(),
             background: *background,
             wait,
+            scope: Some(record::scope(ctx, &pair)),
         },
         Action::StatusCheck { bg } => Request::Status {
             bg_id: bg.clone(),

@@ -5,7 +5,16 @@ use crate::runtime::Ensured;
 use crate::store::history::NewRecord;
 use crate::tools::ToolContext;
 use crate::tools::error::SessionPair;
-use crate::wire::guardian::ActionResult;
+use crate::wire::guardian::{ActionResult, ExecScope};
+
+/// The scope a command is admitted in, sent with it so the guardian can report it.
+pub fn scope(ctx: &ToolContext, pair: &SessionPair) -> ExecScope {
+    ExecScope {
+        principal: ctx.principal.to_string(),
+        thread_id: pair.thread_id.clone(),
+        workspace_root: pair.workspace_root.clone(),
+    }
+}
 
 /// Record the command `r` answers for (a `Run` answer names its execution). Never blocks:
 /// the history recorder writes it.

@@ -42,7 +42,7 @@ pub fn detect(f: &Facts, choice: &Choice, ctx: &ToolContext) -> Result<Detection
 /// (seed 003's `BashCommandState`), recognised by `auto` from the screen now. Nothing is
 /// added when the screen cannot be read or the program is busy.
 pub fn annotate(ctx: &ToolContext, client: &GuardianClient, out: &mut ToolOutput) {
-    let Ok(f) = client.facts(0, Duration::ZERO) else {
+    let Ok(f) = client.facts(0, Duration::ZERO, u64::MAX) else {
         return;
     };
     let Ok(d) = detect(&f, &Choice::Auto, ctx) else {
@@ -86,7 +86,7 @@ pub fn run(
         let pause = deadline.remaining().unwrap_or_default().min(RECHECK);
         let watch = if after == 0 { Duration::ZERO } else { pause };
         let f = client
-            .facts(after, watch)
+            .facts(after, watch, u64::MAX)
             .map_err(|e| unavailable(e.to_string()))?;
         after = f.seq;
         let d = detect(&f, &choice, ctx).map_err(|detail| ToolError::InvalidInput { detail })?;

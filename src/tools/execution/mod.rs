@@ -71,6 +71,9 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
     let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
     let open = ctx.history.open().map_err(unavailable)?;
+    let key = crate::runtime::session_key(ctx.principal, &binding.thread_id);
+    let budget = Deadline::after("history reconcile", READ_BUDGET);
+    open.reconcile_session(&key, ctx.runtime.client(&key), &budget);
     let x = Ctx { open, scope, tag };
     match parsed {
         Parsed::List(limit) => list(&x, limit),

@@ -66,6 +66,7 @@ pub fn verify_after(
             timeout_ms: wait.as_millis() as u64,
             settle_ms: None,
         },
+        scope: Some(crate::tools::bash::record::scope(ctx, pair)),
     };
     let outcome = match ctx.runtime.attach(&key) {
         Some(e) => {

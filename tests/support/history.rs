@@ -1,0 +1,72 @@
+//! Helpers of the execution-history suites (`tests/execution.rs`,
+//! `tests/execution_faults.rs`): the `Execution` tool on a session, waiting until a record
+//! is complete (event-woken, never polled on a timer), and reading a whole output by pages.
+#![allow(dead_code)]
+
+use super::{Agent, sc};
+use serde_json::{Value, json};
+
+/// An adapter of runtime `rt` ("daemon", "embedded", or "zsh" for the daemon with zsh).
+pub fn spawn_with(rt: &str, extra: &[(&str, &str)]) -> Agent {
+    let (runtime, shell) = match rt {
+        "zsh" => ("daemon", "zsh"),
+        other => (other, "bash"),
+    };
+    let mut env = vec![("WINX_RUNTIME", runtime), ("WINX_SHELL", shell)];
+    env.extend_from_slice(extra);
+    Agent::spawn_env(&env)
+}
+
+pub fn exec(a: &mut Agent, s: &Value, action: Value) -> Value {
+    a.call(
+        "Execution",
+        json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"],
+               "action": action}),
+    )
+}
+
+pub fn id_of(r: &Value) -> String {
+    sc(r)["data"]["state"]["execution_id"]
+        .as_str()
+        .expect("a command answer names its execution")
+        .to_string()
+}
+
+/// Wait (through the history) until `id` exited and its output is fully recorded: observe
+/// it, then wait from that observation's catalog position, so no change slips by unseen.
+pub fn until_recorded(a: &mut Agent, s: &Value, id: &str) {
+    for _ in 0..100 {
+        let r = exec(
+            a,
+            s,
+            json!({"type": "observe", "items": [{"execution_id": id}]}),
+        );
+        let e = &sc(&r)["data"]["items"][0]["execution"];
+        if e["process_status"] == "exited" && e["output_pending"] == false {
+            return;
+        }
+        let after = sc(&r)["data"]["catalog_cursor"].clone();
+        let wait =
+            json!({"type": "wait", "execution_ids": [id], "after": after, "timeout_seconds": 10});
+        exec(a, s, wait);
+    }
+    panic!("{id} was never completely recorded");
+}
+
+/// Every retained output byte of `id`, read in 64 KiB pages; panics on a retention gap.
+pub fn read_all(a: &mut Agent, s: &Value, id: &str) -> String {
+    let (mut got, mut cursor) = (String::new(), Value::Null);
+    for _ in 0..1000 {
+        let action =
+            json!({"type": "read", "execution_id": id, "page_bytes": 65536, "cursor": cursor});
+        let r = exec(a, s, action);
+        let page = &sc(&r)["data"]["page"];
+        assert!(page["retention_gap"].is_null(), "{id}: {r}");
+        got.push_str(page["text"].as_str().expect("page text"));
+        if page["has_more"] == false {
+            return got;
+        }
+        cursor = page["next_cursor"].clone();
+    }
+    panic!("paging {id} never ended");
+}
