@@ -81,9 +81,17 @@ fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
+/// The trace of calls the log does not follow (task runners, tests).
+static OFF: CallTrace = CallTrace { on: None };
+
 impl CallTrace {
     pub fn off() -> CallTrace {
         CallTrace { on: None }
+    }
+
+    /// A shared trace that records nothing.
+    pub fn none() -> &'static CallTrace {
+        &OFF
     }
 
     /// A trace for the call `call_id`, timed from now.

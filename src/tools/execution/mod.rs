@@ -70,6 +70,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
     let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
     let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
+    let _catalog = ctx.trace.phase(crate::usage::Phase::Catalog);
     let open = ctx.history.open().map_err(unavailable)?;
     let x = Ctx { open, scope, tag };
     match parsed {
