@@ -72,6 +72,8 @@ pub struct Config {
     pub usage: Option<crate::usage::Settings>,
     /// `WINX_LOG_FORMAT=json`: stderr diagnostics as JSON lines.
     pub log_json: bool,
+    /// `WINX_USAGE_CLOCK_SKEW_SECS` in ms (also without a log: `report --log` uses it).
+    pub usage_clock_skew_ms: i64,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -170,6 +172,7 @@ impl Config {
         Ok(Config {
             usage,
             log_json: vars::one_of(&vars::LOG_FORMAT, env)? == "json",
+            usage_clock_skew_ms: vars::number(&vars::USAGE_CLOCK_SKEW_SECS, env)? as i64 * 1000,
             runtime,
             redact: !vars::flag(&vars::NO_REDACT, env),
             diagnostics: diagnostics(env),

@@ -55,6 +55,39 @@ pub fn open_private(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Whether the writer could use `path`, judged without creating or changing anything
+/// (`doctor`): `Ok` with what the writer will do, `Err` with why it cannot write there.
+pub fn probe(path: &Path) -> Result<&'static str, String> {
+    use nix::unistd::{AccessFlags, access};
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Err("the path is a symlink; the writer refuses to follow it".into())
+        }
+        Ok(m) if !m.is_file() => Err("the path is not a regular file".into()),
+        Ok(_) if access(path, AccessFlags::W_OK).is_err() => {
+            Err("the file is not writable by this user".into())
+        }
+        Ok(m) if m.permissions().mode() & 0o077 != 0 => {
+            Ok("writable; its mode will be reduced to 0600")
+        }
+        Ok(_) => Ok("writable"),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.to_string()),
+        Err(_) => {
+            let mut dir = path.parent();
+            while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+                if d.exists() {
+                    return match d.is_dir() && access(d, AccessFlags::W_OK).is_ok() {
+                        true => Ok("will be created"),
+                        false => Err(format!("{} is not a writable directory", d.display())),
+                    };
+                }
+                dir = d.parent();
+            }
+            Ok("will be created")
+        }
+    }
+}
+
 /// The active file and the period it holds.
 pub struct LogFile {
     path: PathBuf,
@@ -306,6 +339,22 @@ mod tests {
         let e = open_private(&link).unwrap_err();
         assert!(e.to_string().contains("symlink"), "{e}");
         assert!(open_private(tmp.path()).is_err());
+    }
+
+    #[test]
+    fn probe_judges_without_touching() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a/b/usage.jsonl");
+        assert_eq!(probe(&p), Ok("will be created"));
+        assert!(!tmp.path().join("a").exists());
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, "").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(probe(&p), Ok("writable; its mode will be reduced to 0600"));
+        let link = tmp.path().join("link");
+        symlink(&p, &link).unwrap();
+        assert!(probe(&link).unwrap_err().contains("symlink"));
+        assert!(probe(tmp.path()).is_err());
     }
 
     #[test]
