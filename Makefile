@@ -66,6 +66,7 @@ bench:
 	$(CARGO) bench --bench shell
 	$(CARGO) bench --bench files
 	$(CARGO) bench --bench history
+	$(CARGO) bench --bench usage
 	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture

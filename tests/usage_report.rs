@@ -119,6 +119,9 @@ fn last_and_build_filters_select_terminal_events() {
     assert_eq!(r["counts"]["toolCalls"], 0);
     assert_eq!(r["counts"]["httpRejected"], 2);
     assert_eq!(r["counts"]["unknownEvents"], 1);
+    // Lines outside the window are still seen and counted.
+    assert_eq!(r["source"]["linesSeen"], 32);
+    assert_eq!(r["source"]["malformedLines"], 5);
     let r = report_json(&["--log", &log(), "--last", "4"]);
     assert_eq!(r["counts"]["toolCalls"], 1);
     let old = report_json(&["--log", &log(), "--build", "0.0.9 (rev bbbb)"]);

@@ -75,10 +75,7 @@ impl Agg {
     pub fn add(&mut self, kind: Kind, l: &Line) {
         let ts = l.ts_ms.i64();
         if !kind.auxiliary() {
-            let b = self
-                .builds
-                .entry(l.build.str().unwrap_or("unknown").to_string())
-                .or_default();
+            let b = entry(&mut self.builds, l.build.str().unwrap_or("unknown"));
             b.events += 1;
             b.first = match (b.first, ts) {
                 (Some(f), Some(t)) => Some(f.min(t)),
@@ -114,7 +111,7 @@ impl Agg {
             self.open_calls.remove(id);
         }
         let name = l.tool.str().unwrap_or("unknown");
-        let t = self.tools.entry(name.to_string()).or_default();
+        let t = entry(&mut self.tools, name);
         let duration = l.duration_ms.f64();
         t.calls += 1;
         t.latency.add(duration);
@@ -127,7 +124,7 @@ impl Agg {
             self.error_results += 1;
         }
         let action = l.action.str().unwrap_or("none");
-        let a = t.actions.entry(action.to_string()).or_default();
+        let a = entry(&mut t.actions, action);
         a.0 += 1;
         a.1.add(duration);
         self.statuses.add_or_unknown(l.status.str());
@@ -256,6 +253,15 @@ impl Agg {
         }
         json!({"startMs": first, "bucketMs": bucket, "calls": calls, "errors": errors})
     }
+}
+
+/// `map[key]`, inserted as default when missing, without allocating for a present key
+/// (most lines repeat a handful of tools, actions and builds).
+fn entry<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("inserted above")
 }
 
 impl Http {

@@ -238,17 +238,49 @@ impl Kind {
     }
 }
 
+fn kind_of(event: Option<&str>) -> Kind {
+    match event {
+        Some("tool_call") => Kind::ToolCall,
+        Some("tool_started") => Kind::ToolStarted,
+        Some("tool_phase") => Kind::ToolPhase,
+        Some("http_request") => Kind::HttpRequest,
+        Some("http_rejected") => Kind::HttpRejected,
+        _ => Kind::Unknown,
+    }
+}
+
 impl Line<'_> {
     pub fn kind(&self) -> Kind {
-        match self.event.str() {
-            Some("tool_call") => Kind::ToolCall,
-            Some("tool_started") => Kind::ToolStarted,
-            Some("tool_phase") => Kind::ToolPhase,
-            Some("http_request") => Kind::HttpRequest,
-            Some("http_rejected") => Kind::HttpRejected,
-            _ => Kind::Unknown,
-        }
+        kind_of(self.event.str())
     }
+}
+
+/// The fields the filters look at, for the counting pass of `--last` (skipping the rest
+/// of a line is cheaper than reading it).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Head<'a> {
+    #[serde(borrow)]
+    pub event: Scalar<'a>,
+    #[serde(borrow)]
+    pub ts_ms: Scalar<'a>,
+    #[serde(borrow)]
+    pub build: Scalar<'a>,
+}
+
+impl Head<'_> {
+    pub fn kind(&self) -> Kind {
+        kind_of(self.event.str())
+    }
+}
+
+/// A line's head; `None` when it is not a JSON object (malformed).
+pub fn parse_head(bytes: &[u8]) -> Option<Head<'_>> {
+    let trimmed = bytes.trim_ascii();
+    if !trimmed.starts_with(b"{") {
+        return None;
+    }
+    serde_json::from_slice(trimmed).ok()
 }
 
 /// Parse one line; `None` when it is not a JSON object (malformed).

@@ -38,16 +38,16 @@ pub struct Filters {
 }
 
 impl Filters {
-    /// Whether line `l` of kind `k` passes the time and build filters. Auxiliary lines
-    /// carry no build and pass that filter.
-    fn keep(&self, k: Kind, l: &line::Line) -> bool {
+    /// Whether a line of kind `k` stamped `ts` of build `build` passes the time and build
+    /// filters. Auxiliary lines carry no build and pass that filter.
+    fn keep(&self, k: Kind, ts: Option<i64>, build: Option<&str>) -> bool {
         if let Some(since) = self.since_ms
-            && l.ts_ms.i64().is_none_or(|t| t < since)
+            && ts.is_none_or(|t| t < since)
         {
             return false;
         }
         match &self.build {
-            Some(b) if !k.auxiliary() => l.build.str() == Some(b.as_str()),
+            Some(b) if !k.auxiliary() => build == Some(b.as_str()),
             _ => true,
         }
     }
@@ -104,6 +104,68 @@ fn each_line(file: &File, oversized: &mut u64, mut f: impl FnMut(&[u8])) -> std:
     }
 }
 
+/// What the counting pass learned of a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    Malformed,
+    /// Filtered out, or auxiliary.
+    Other,
+    /// A terminal line the filters keep: it counts towards `--last`.
+    Selected,
+    /// Not there during the counting pass.
+    Unseen,
+}
+
+/// Where the last N selected lines start, from the counting pass.
+struct Window {
+    classes: Vec<Vec<Class>>,
+    /// (file, line) of the first line of the window.
+    start: (usize, usize),
+}
+
+impl Window {
+    fn plan(files: &[(PathBuf, File)], filters: &Filters, n: u64) -> Window {
+        let mut classes = Vec::with_capacity(files.len());
+        let mut selected: Vec<(usize, usize)> = Vec::new();
+        for (fi, (_, f)) in files.iter().enumerate() {
+            let mut c = Vec::new();
+            let mut ignored = 0;
+            let _ = each_line(f, &mut ignored, |b| {
+                let class = match line::parse_head(b) {
+                    None => Class::Malformed,
+                    Some(h) => {
+                        let k = h.kind();
+                        match !k.auxiliary() && filters.keep(k, h.ts_ms.i64(), h.build.str()) {
+                            true => Class::Selected,
+                            false => Class::Other,
+                        }
+                    }
+                };
+                if class == Class::Selected {
+                    selected.push((fi, c.len()));
+                }
+                c.push(class);
+            });
+            classes.push(c);
+        }
+        let skip = selected.len().saturating_sub(n as usize);
+        let start = match (n, selected.get(skip)) {
+            (0, _) | (_, None) => (files.len(), 0),
+            (_, Some(pos)) => *pos,
+        };
+        Window { classes, start }
+    }
+
+    /// The class of line `i` of file `f` when it lies before the window (or was not
+    /// there when counted); `None` inside the window.
+    fn before_start(&self, f: usize, i: usize) -> Option<Class> {
+        let Some(class) = self.classes.get(f).and_then(|c| c.get(i)) else {
+            return Some(Class::Unseen);
+        };
+        ((f, i) < self.start).then_some(*class)
+    }
+}
+
 /// The report over the log at `path` (active file and rotated siblings).
 pub fn build(path: &Path, filters: &Filters) -> Result<Value, String> {
     let paths = crate::usage::file::log_files(path);
@@ -121,47 +183,42 @@ pub fn build(path: &Path, filters: &Filters) -> Result<Value, String> {
             Err(e) => unreadable.push(json!({"file": name(&p), "error": e.to_string()})),
         }
     }
-    // Pass 1 (only with --last): how many lines the filters select.
-    let skip = match filters.last {
-        None => 0,
-        Some(n) => {
-            let mut selected = 0u64;
-            let mut ignored = 0u64;
-            for (_, f) in &files {
-                let _ = each_line(f, &mut ignored, |b| {
-                    if let Some(l) = line::parse(b) {
-                        let k = l.kind();
-                        selected += u64::from(!k.auxiliary() && filters.keep(k, &l));
-                    }
-                });
-            }
-            selected.saturating_sub(n)
-        }
-    };
+    // Pass 1 (only with --last): classify every line and find where the window of the
+    // last N selected lines starts; pass 2 then parses nothing before it.
+    let window = filters.last.map(|n| Window::plan(&files, filters, n));
     let mut agg = aggregate::Agg::default();
     let mut total = Tally::default();
     let mut per_file = Vec::new();
-    let mut seen_selected = 0u64;
-    for (p, f) in &mut files {
+    for (fi, (p, f)) in files.iter_mut().enumerate() {
         let mut t = Tally::default();
+        let mut index = 0usize;
         let rewound = f.rewind();
         let read = rewound.and_then(|()| {
             each_line(f, &mut t.oversized, |b| {
+                let i = index;
+                index += 1;
+                if let Some(w) = &window {
+                    match w.before_start(fi, i) {
+                        // Appended after the counting pass: outside this report.
+                        Some(Class::Unseen) => return,
+                        Some(c) => {
+                            t.lines += 1;
+                            match c {
+                                Class::Malformed => t.malformed += 1,
+                                _ => t.filtered += 1,
+                            }
+                            return;
+                        }
+                        None => {}
+                    }
+                }
                 t.lines += 1;
                 let Some(l) = line::parse(b) else {
                     t.malformed += 1;
                     return;
                 };
                 let k = l.kind();
-                if !filters.keep(k, &l) {
-                    t.filtered += 1;
-                    return;
-                }
-                // The window starts at the first selected line: what precedes it is out.
-                if !k.auxiliary() {
-                    seen_selected += 1;
-                }
-                if skip > 0 && seen_selected <= skip {
+                if !filters.keep(k, l.ts_ms.i64(), l.build.str()) {
                     t.filtered += 1;
                     return;
                 }
