@@ -288,6 +288,20 @@ fn the_canary_never_reaches_the_log_over_http_and_requests_correlate() {
     headers.extend(modern_headers("ping", None));
     let r = c.request("POST", &q, &headers, &body);
     assert_eq!(r.status, 200);
+    // A handshake-era client: its clientInfo and negotiated version, remembered with its
+    // MCP session, label its later calls.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "legacy-client", "version": "0.9"}}});
+    let r = s.conn().mcp(TOKEN, &[], &init);
+    let session = r.header("Mcp-Session-Id").expect("a session").to_string();
+    let status = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "Initialize", "arguments": {"type": "status", "thread_id": CANARY,
+        "workspace_root": ws}}});
+    let r = s
+        .conn()
+        .mcp(TOKEN, &[h("Mcp-Session-Id", &session)], &status);
+    assert_eq!(r.status, 200);
     s.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(s.wait_exit(HARD_TIMEOUT).is_some());
     let lines = log_lines(&logs);
@@ -298,9 +312,17 @@ fn the_canary_never_reaches_the_log_over_http_and_requests_correlate() {
         .filter(|l| l["event"] == "http_request")
         .filter_map(|l| l["request_id"].as_str())
         .collect();
+    let legacy: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "tool_call" && l["client_name"] == "legacy-client")
+        .collect();
+    assert_eq!(legacy.len(), 1, "{legacy:?}");
+    assert_eq!(legacy[0]["protocol"], "2025-06-18");
+    assert_eq!(legacy[0]["client_version"], "0.9");
+    assert!(legacy[0]["mcp_session"].is_string());
     let tool_ids: Vec<&str> = lines
         .iter()
-        .filter(|l| l["event"] == "tool_call")
+        .filter(|l| l["event"] == "tool_call" && l["client_name"] != "legacy-client")
         .map(|l| {
             assert_eq!(l["transport"], "http", "{l}");
             assert_eq!(l["protocol"], "2026-07-28", "{l}");

@@ -79,7 +79,11 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Parsed::Read(id, req) => read(&x, &id, &req),
         Parsed::Explain(req) => explain::run(&x, req),
         Parsed::Observe(items) => observe::run(&x, items),
-        Parsed::Wait(req) => wait::run(&x, req),
+        Parsed::Wait(req) => {
+            // Inclusive: the wait is also part of the catalog phase around it.
+            let _waiting = ctx.trace.phase(crate::usage::Phase::Wait);
+            wait::run(&x, req)
+        }
     }
 }
 
