@@ -33,8 +33,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Events queued for the writer. At 20,000 events/s the writer drains far faster than
-/// this fills; the bound only matters when the disk stalls, and then it caps memory.
+/// Events queued for the writer. It drains the queue every few milliseconds while events
+/// flow (`writer::TICK_MIN`), so at 20,000 events/s a tick finds about a hundred; the bound
+/// only matters when the disk stalls, and then it caps memory.
 pub const QUEUE_DEPTH: usize = 16_384;
 /// Hex characters of a salted hash: 64 bits, enough to correlate, useless to reverse.
 const HASH_HEX: usize = 16;
@@ -61,7 +62,9 @@ pub struct Sink {
 }
 
 struct Inner {
-    tx: Sender<writer::Msg>,
+    tx: Sender<writer::Stamped>,
+    /// Flush requests; dropping the last sender ends the writer.
+    ctl: Sender<Sender<()>>,
     dropped: AtomicU64,
     /// Events the writer could not write (no file, a failed write).
     lost: Arc<AtomicU64>,
@@ -86,9 +89,11 @@ impl Sink {
         let skew_ms = settings.clock_skew_ms;
         let now = crate::deadline::unix_ms() + skew_ms;
         let (tx, rx) = bounded(QUEUE_DEPTH);
+        let (ctl, ctl_rx) = bounded(1);
         let lost = Arc::new(AtomicU64::new(0));
         let inner = Inner {
             tx,
+            ctl,
             dropped: AtomicU64::new(0),
             lost: lost.clone(),
             warned_full: AtomicBool::new(false),
@@ -103,7 +108,7 @@ impl Sink {
             .name("usage-writer".into())
             .spawn(move || {
                 let log = file::LogFile::start(path, rotation, keep, now);
-                writer::run(rx, log, lost)
+                writer::run(rx, ctl_rx, log, lost)
             });
         match spawned {
             Ok(_) => Sink {
@@ -117,10 +122,11 @@ impl Sink {
     }
 
     /// A sink whose events land in the returned channel (tests, benchmarks).
-    pub fn capture(depth: usize) -> (Sink, crossbeam_channel::Receiver<writer::Msg>) {
+    pub fn capture(depth: usize) -> (Sink, crossbeam_channel::Receiver<writer::Stamped>) {
         let (tx, rx) = bounded(depth);
         let inner = Inner {
             tx,
+            ctl: bounded(1).0,
             dropped: AtomicU64::new(0),
             lost: Arc::new(AtomicU64::new(0)),
             warned_full: AtomicBool::new(false),
@@ -144,7 +150,7 @@ impl Sink {
     pub fn emit(&self, event: Event) {
         let Some(inner) = &self.inner else { return };
         let ts = crate::deadline::unix_ms() + inner.skew_ms;
-        match inner.tx.try_send(writer::Msg::Event(ts, event)) {
+        match inner.tx.try_send(writer::Stamped(ts, event)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
@@ -174,8 +180,7 @@ impl Sink {
             return true;
         };
         let (ack, done) = bounded(1);
-        inner.tx.send_timeout(writer::Msg::Flush(ack), wait).is_ok()
-            && done.recv_timeout(wait).is_ok()
+        inner.ctl.send_timeout(ack, wait).is_ok() && done.recv_timeout(wait).is_ok()
     }
 
     /// A fresh id for a call (`usage_call_id`) or a request (`request_id`): a random

@@ -174,8 +174,7 @@ mod tests {
         }
         let phases: Vec<&'static str> = rx
             .try_iter()
-            .filter_map(|m| m.event())
-            .map(|e| match e {
+            .map(|s| match s.1 {
                 Event::ToolPhase(p) => p.phase,
                 _ => "other",
             })

@@ -31,7 +31,7 @@ const OVERHEAD_TARGET_PCT: f64 = 5.0;
 /// One stdio server in its own temp dir, with a session to ask the status of.
 struct Server {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     pair: Value,
     next: u64,
@@ -73,7 +73,7 @@ impl Server {
         });
         let mut s = Server {
             child,
-            stdin,
+            stdin: Some(stdin),
             lines,
             pair: Value::Null,
             next: 0,
@@ -103,7 +103,7 @@ impl Server {
             .unwrap();
         line.push(b'\n');
         let t = Instant::now();
-        self.stdin.write_all(&line).unwrap();
+        self.stdin.as_mut().unwrap().write_all(&line).unwrap();
         let answer = match self.lines.recv_timeout(HARD_TIMEOUT) {
             Ok(a) => a,
             Err(RecvTimeoutError::Timeout) => panic!("no answer to {method}"),
@@ -113,6 +113,12 @@ impl Server {
         let v: Value = serde_json::from_str(&answer).unwrap();
         assert!(v.get("error").is_none(), "{answer}");
         (took, v)
+    }
+
+    /// Close stdin and wait for the clean exit (the usage writer flushes on the way out).
+    fn finish(mut self) {
+        self.stdin = None;
+        let _ = self.child.wait();
     }
 
     fn status(&mut self) -> Duration {
@@ -158,7 +164,7 @@ fn cheap_call(dir: &Path) -> (f64, f64, u64) {
             b.push(y);
         }
     }
-    drop(on);
+    on.finish();
     let written = std::fs::read_to_string(&log)
         .map(|t| t.lines().filter(|l| l.contains("\"tool_call\"")).count() as u64)
         .unwrap_or(0);
