@@ -91,14 +91,13 @@ impl<'a> CallLog<'a> {
             .hash("thread", &format!("{}\0{raw}", self.ctx.principal))
     }
 
-    fn base(&self, outcome: &'static str, args: &Map<String, Value>) -> ToolCall {
+    fn base(&self, outcome: &'static str) -> ToolCall {
         ToolCall {
             usage_call_id: self.call_id.clone(),
             origin: self.ctx.origin.clone(),
             tool: self.tool_name(),
             build: crate::build_info::identity(),
             principal: self.ctx.principal.to_string(),
-            thread: self.thread(args, None),
             outcome,
             duration_ms: ms(&self.clock),
             ..Default::default()
@@ -123,7 +122,7 @@ impl<'a> CallLog<'a> {
         if !self.sink.is_on() {
             return;
         }
-        let mut call = self.base("result", args);
+        let mut call = self.base("result");
         call.thread = self.thread(args, Some(out));
         let e = &out.envelope;
         call.status = Some(e.status.as_str());
@@ -150,7 +149,8 @@ impl<'a> CallLog<'a> {
     /// The request was refused before a tool ran (a JSON-RPC error).
     pub fn rpc_error(self, args: &Map<String, Value>) {
         if self.sink.is_on() {
-            let call = self.base("rpc_error", args);
+            let mut call = self.base("rpc_error");
+            call.thread = self.thread(args, None);
             self.write(call);
         }
     }
@@ -162,7 +162,8 @@ impl<'a> CallLog<'a> {
             return;
         }
         let sc = answer.get("structuredContent");
-        let mut call = self.base(if sc.is_some() { "result" } else { "task" }, args);
+        let mut call = self.base(if sc.is_some() { "result" } else { "task" });
+        call.thread = self.thread(args, None);
         if let Some(sc) = sc {
             let closed = |key: &str| sc.get(key).and_then(Value::as_str);
             call.status = closed("status")

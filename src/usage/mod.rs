@@ -270,7 +270,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let s = settings(tmp.path());
         let sink = Sink::start(&s);
-        let trace = CallTrace::new(&sink, sink.new_id('c').unwrap());
+        let trace = CallTrace::with_min(&sink, sink.new_id('c').unwrap(), Duration::ZERO);
         drop(trace.phase(Phase::Wait));
         assert!(sink.flush(Duration::from_secs(5)));
         let text = std::fs::read_to_string(&s.path).unwrap();
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn a_full_queue_drops_and_counts_instead_of_blocking() {
         let (sink, _rx) = Sink::capture(2);
-        let trace = CallTrace::new(&sink, "c".into());
+        let trace = CallTrace::with_min(&sink, "c".into(), Duration::ZERO);
         for _ in 0..5 {
             drop(trace.phase(Phase::Catalog));
         }
