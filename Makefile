@@ -10,7 +10,7 @@ MCP_SDK_VERSION := 2.3.0
 TS_SDK_VERSION := 1.32.2
 NODE_SDK := target/node
 
-.PHONY: build run test lint fmt bench venv node-sdk shells clean
+.PHONY: build run test lint fmt bench venv node-sdk shells browser clean
 
 build:
 	$(CARGO) build --release --bins
@@ -51,7 +51,14 @@ shells:
 		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q zsh >/dev/null; }
 	@command -v zsh >/dev/null || { echo "zsh is required by the tests and could not be installed" >&2; exit 1; }
 
-test: lint venv node-sdk shells
+# The HTML usage report is rendered by headless Chromium in tests/usage_report.rs (the test
+# skips with a note without it): installed from Debian's packages when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q chromium >/dev/null; }
+	@command -v chromium >/dev/null || { echo "chromium is required by the report tests and could not be installed" >&2; exit 1; }
+
+test: lint venv node-sdk shells browser
 	WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) $(CARGO) test
 
 bench:
@@ -59,6 +66,7 @@ bench:
 	$(CARGO) bench --bench shell
 	$(CARGO) bench --bench files
 	$(CARGO) bench --bench history
+	$(CARGO) bench --bench usage
 	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture

@@ -26,4 +26,5 @@ pub mod shell;
 pub mod store;
 pub mod tasks;
 pub mod tools;
+pub mod usage;
 pub mod wire;

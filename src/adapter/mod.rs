@@ -10,6 +10,7 @@ use crate::mcp::{CallContext, Server};
 use std::sync::Arc;
 
 pub mod http;
+mod json_log;
 pub mod pool;
 pub mod progress;
 pub mod stdio;
@@ -17,6 +18,17 @@ pub mod writer;
 
 /// Logs go to stderr only: stdout carries protocol bytes and nothing else.
 pub fn init_logging(level: log::LevelFilter) {
+    init_logging_as(level, false);
+}
+
+/// As `init_logging`, as JSON lines when `json` (`WINX_LOG_FORMAT=json`).
+pub fn init_logging_as(level: log::LevelFilter, json: bool) {
+    if json {
+        if log::set_boxed_logger(Box::new(json_log::JsonLogger { level })).is_ok() {
+            log::set_max_level(level);
+        }
+        return;
+    }
     let config = simplelog::ConfigBuilder::new()
         .set_thread_level(log::LevelFilter::Error)
         .set_target_level(log::LevelFilter::Off)
@@ -31,19 +43,46 @@ pub trait Handler: Send + Sync + 'static {
     fn on_notification(&self, n: &Notification);
 }
 
-/// The stdio handler: one local principal with the configured tool policy.
+/// The stdio handler: one local principal with the configured tool policy, and the one
+/// client on the other end of the pipe (remembered from its `initialize`).
 pub struct LocalHandler {
     pub server: Arc<Server>,
     pub config: Arc<Config>,
+    client: parking_lot::Mutex<Option<crate::mcp::origin::Client>>,
+}
+
+impl LocalHandler {
+    pub fn new(server: Arc<Server>, config: Arc<Config>) -> LocalHandler {
+        LocalHandler {
+            server,
+            config,
+            client: parking_lot::Mutex::new(None),
+        }
+    }
 }
 
 impl Handler for LocalHandler {
     fn handle(&self, req: Request) -> Response {
+        let usage = self.server.usage();
+        if req.method == "initialize" && usage.is_on() {
+            *self.client.lock() = Some(crate::mcp::origin::from_initialize(&req.params));
+        }
+        let origin = match usage.is_on() && req.method == "tools/call" {
+            true => crate::mcp::origin::origin(
+                "stdio",
+                usage.new_id('r'),
+                None,
+                self.client.lock().as_ref(),
+                &req.params,
+            ),
+            false => Default::default(),
+        };
         let ctx = CallContext {
             principal: &self.config.principal,
             policy: &self.config.policy,
             affinity: crate::session::Affinity::Workspace,
             conversation: None,
+            origin,
         };
         self.server.handle(&ctx, req)
     }

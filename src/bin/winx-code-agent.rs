@@ -43,10 +43,28 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    winx::adapter::init_logging(config.log_level);
-    if args.http {
-        return serve_http(&args, &config);
+    winx::adapter::init_logging_as(config.log_level, config.log_json);
+    // The usage log's writer starts after logging (it reports a bad log on stderr) and
+    // before any request; without WINX_USAGE_LOG nothing is started.
+    let usage = match &config.usage {
+        Some(settings) => winx::usage::Sink::start(settings),
+        None => winx::usage::Sink::off(),
+    };
+    let code = match args.http {
+        true => serve_http(&args, &config, usage.clone()),
+        false => serve_stdio(config, usage.clone()),
+    };
+    // Everything the requests emitted reaches the file before the process ends.
+    if !usage.flush(USAGE_FLUSH_GRACE) {
+        log::warn!("usage log: the writer did not finish within {USAGE_FLUSH_GRACE:?}");
     }
+    code
+}
+
+/// How long an exiting server waits for the usage writer to drain its queue.
+const USAGE_FLUSH_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn serve_stdio(config: Config, usage: winx::usage::Sink) -> ExitCode {
     log::info!(
         "winx-code-agent {} serving MCP on stdio ({} workers, tool policy {}, state dir {})",
         winx::build_info::identity(),
@@ -58,10 +76,10 @@ fn main() -> ExitCode {
         workers: config.workers,
         max_message_bytes: config.max_message_bytes,
     };
-    let handler = Arc::new(LocalHandler {
-        server: Arc::new(winx::mcp::Server::new(&config)),
-        config: Arc::new(config),
-    });
+    let handler = Arc::new(LocalHandler::new(
+        Arc::new(winx::mcp::Server::with_usage(&config, usage)),
+        Arc::new(config),
+    ));
     match stdio::serve(std::io::stdin().lock(), std::io::stdout(), limits, handler) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -73,7 +91,7 @@ fn main() -> ExitCode {
 
 /// `serve --http`: the HTTP configuration is built here (it reads the environment), so
 /// every credential or listener problem is a startup error with exit code 2.
-fn serve_http(args: &cli::ServeArgs, config: &Config) -> ExitCode {
+fn serve_http(args: &cli::ServeArgs, config: &Config, usage: winx::usage::Sink) -> ExitCode {
     let vars = winx::config::process_env();
     let env = winx::config::lookup(&vars);
     let http = match winx::config::http::HttpConfig::build(
@@ -100,7 +118,7 @@ fn serve_http(args: &cli::ServeArgs, config: &Config) -> ExitCode {
         http.bind,
         config.state_dir.display()
     );
-    match winx::adapter::http::serve(config, http) {
+    match winx::adapter::http::serve(config, http, usage) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -66,7 +66,7 @@ fn main() -> ExitCode {
             return usage(e);
         }
     };
-    winx::adapter::init_logging(config.log_level);
+    winx::adapter::init_logging_as(config.log_level, config.log_json);
     match daemon::start(&config.socket, sibling("winx-guardian"), config.lifecycle) {
         Ok(Started::AlreadyRunning) => {
             report(Verdict::AlreadyRunning);

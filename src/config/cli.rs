@@ -28,6 +28,9 @@ Usage:
   winx-code-agent kill <thread_id> | --all
   winx-code-agent restart-daemon       replace winxd; guardians and shells keep running
   winx-code-agent doctor               redacted runtime report (JSON)
+  winx-code-agent report [--log P] [--last N] [--since-minutes M] [--build B]
+                         [--format json|html]
+                                       usage log aggregation and audit (read-only)
 
 Options:
   --tool-profile <PROFILE>   catalog profile: full (default), coding, read-only, terminal
@@ -296,6 +299,9 @@ mod fuzz {
         "--idle-seconds",
         "restart-daemon",
         "doctor",
+        "report",
+        "--last",
+        "--format",
         "-h",
         "-V",
         "--help",
@@ -408,6 +414,7 @@ mod fuzz {
                         OpCommand::Prune { .. } => prop_assert_eq!(verb, Some("prune")),
                         OpCommand::RestartDaemon => prop_assert_eq!(verb, Some("restart-daemon")),
                         OpCommand::Doctor => prop_assert_eq!(verb, Some("doctor")),
+                        OpCommand::Report(_) => prop_assert_eq!(verb, Some("report")),
                     }
                 }
                 Ok(Command::Serve(a)) => {

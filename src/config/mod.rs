@@ -68,6 +68,12 @@ pub struct Config {
     /// Execution history retention (`WINX_HISTORY_OUTPUT_BYTES`; the clock skew of
     /// `WINX_CLOCK_SKEW_SECS`, for tests).
     pub history: crate::history::Limits,
+    /// The usage log (`WINX_USAGE_LOG` and its rotation, retention and clock), if any.
+    pub usage: Option<crate::usage::Settings>,
+    /// `WINX_LOG_FORMAT=json`: stderr diagnostics as JSON lines.
+    pub log_json: bool,
+    /// `WINX_USAGE_CLOCK_SKEW_SECS` in ms (also without a log: `report --log` uses it).
+    pub usage_clock_skew_ms: i64,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -79,6 +85,37 @@ pub struct Diagnostics {
     /// `workspace`, `extended` or `unconfined` (from `WINX_ALLOW_PATHS`).
     pub file_containment: &'static str,
     pub http_credentials_configured: bool,
+}
+
+/// The usage log's settings from `WINX_USAGE_LOG*`; `None` without a log. Every value is
+/// checked even without a log, so a typo is a startup error rather than a surprise the
+/// day the log is turned on.
+pub fn usage_settings(
+    env: vars::Env,
+    state_dir: &Path,
+) -> Result<Option<crate::usage::Settings>, ConfigError> {
+    let rotation = crate::usage::Rotation::parse(vars::one_of(&vars::USAGE_LOG_ROTATION, env)?)
+        .unwrap_or(crate::usage::Rotation::Daily);
+    let keep_days = vars::number(&vars::USAGE_LOG_KEEP_DAYS, env)? as u32;
+    let clock_skew_ms = vars::number(&vars::USAGE_CLOCK_SKEW_SECS, env)? as i64 * 1000;
+    let Some(path) = vars::text(&vars::USAGE_LOG, env) else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(path.trim());
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(ConfigError(format!(
+            "{} must name a file, not a directory: {}",
+            vars::USAGE_LOG.name,
+            path.display()
+        )));
+    }
+    Ok(Some(crate::usage::Settings {
+        path,
+        rotation,
+        keep_days,
+        clock_skew_ms,
+        salt_file: state_dir.join("usage-salt"),
+    }))
 }
 
 fn diagnostics(env: vars::Env) -> Diagnostics {
@@ -131,7 +168,11 @@ impl Config {
         if vars::text(&vars::SOCKET, env).is_none() {
             allow_paths.protect_dir(&runtime.runtime_dir);
         }
+        let usage = usage_settings(env, &state_dir)?;
         Ok(Config {
+            usage,
+            log_json: vars::one_of(&vars::LOG_FORMAT, env)? == "json",
+            usage_clock_skew_ms: vars::number(&vars::USAGE_CLOCK_SKEW_SECS, env)? as i64 * 1000,
             runtime,
             redact: !vars::flag(&vars::NO_REDACT, env),
             diagnostics: diagnostics(env),
@@ -245,5 +286,38 @@ mod tests {
                 .workers,
             3
         );
+    }
+
+    #[test]
+    fn usage_log_settings_are_checked_even_without_a_log() {
+        let c = build(&[("HOME", "/h")]).unwrap();
+        assert!(c.usage.is_none() && !c.log_json);
+        let c = build(&[
+            ("HOME", "/h"),
+            ("WINX_USAGE_LOG", "/l/usage.jsonl"),
+            ("WINX_USAGE_LOG_ROTATION", "hourly"),
+            ("WINX_USAGE_LOG_KEEP_DAYS", "0"),
+            ("WINX_LOG_FORMAT", "json"),
+        ])
+        .unwrap();
+        let u = c.usage.unwrap();
+        assert_eq!(u.rotation, crate::usage::Rotation::Hourly);
+        assert_eq!(u.keep_days, 0);
+        assert_eq!(
+            u.salt_file,
+            PathBuf::from("/h/.local/state/winx/usage-salt")
+        );
+        assert!(c.log_json);
+        for (k, v) in [
+            ("WINX_USAGE_LOG_KEEP_DAYS", "-1"),
+            ("WINX_USAGE_LOG_KEEP_DAYS", "99999"),
+            ("WINX_USAGE_LOG_ROTATION", "weekly"),
+            ("WINX_LOG_FORMAT", "xml"),
+        ] {
+            let e = build(&[("HOME", "/h"), (k, v)]).unwrap_err();
+            assert!(e.0.contains(k), "{e}");
+        }
+        let e = build(&[("HOME", "/h"), ("WINX_USAGE_LOG", "/l/")]).unwrap_err();
+        assert!(e.0.contains("not a directory"), "{e}");
     }
 }

@@ -1,18 +1,31 @@
 //! Raw parsing of the operator verbs (`list`, `attach`, `prune`, `kill`, `restart-daemon`,
-//! `doctor`). Shapes only; the verbs run in `operator/`.
+//! `doctor`, `report`). Shapes only; the verbs run in `operator/`.
 
 use super::usage::{UsageError, usage};
 use lexopt::prelude::*;
 use std::ffi::OsString;
 
-pub const VERBS: [&str; 6] = [
+pub const VERBS: [&str; 7] = [
     "list",
     "attach",
     "prune",
     "kill",
     "restart-daemon",
     "doctor",
+    "report",
 ];
+
+/// `report [--log P] [--last N] [--since-minutes M] [--build B] [--format json|html]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReportArgs {
+    pub log: Option<std::path::PathBuf>,
+    pub last: Option<u64>,
+    /// 0 (or absent) means no time filter.
+    pub since_minutes: Option<u64>,
+    pub build: Option<String>,
+    /// `--format html`; JSON otherwise.
+    pub html: bool,
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpCommand {
@@ -32,6 +45,7 @@ pub enum OpCommand {
     },
     RestartDaemon,
     Doctor,
+    Report(ReportArgs),
 }
 
 /// Parse the arguments after the verb.
@@ -40,8 +54,36 @@ pub fn parse(verb: &str, rest: Vec<OsString>) -> Result<OpCommand, UsageError> {
     let mut positional: Vec<String> = Vec::new();
     let (mut table, mut follow, mut all) = (false, false, false);
     let mut idle: Option<u64> = None;
+    let mut report = ReportArgs::default();
+    let whole = |v: OsString, flag: &str| -> Result<u64, UsageError> {
+        v.to_string_lossy()
+            .parse()
+            .map_err(|_| usage(format!("{flag} takes a whole number")))
+    };
     while let Some(arg) = p.next().map_err(usage)? {
         match arg {
+            Long("log") if verb == "report" => {
+                report.log = Some(p.value().map_err(usage)?.into());
+            }
+            Long("last") if verb == "report" => {
+                report.last = Some(whole(p.value().map_err(usage)?, "--last")?);
+            }
+            Long("since-minutes") if verb == "report" => {
+                let m = whole(p.value().map_err(usage)?, "--since-minutes")?;
+                report.since_minutes = Some(m);
+            }
+            Long("build") if verb == "report" => {
+                report.build = Some(super::usage::string(p.value().map_err(usage)?)?);
+            }
+            Long("format") if verb == "report" => {
+                report.html = match p.value().map_err(usage)?.to_string_lossy().as_ref() {
+                    "json" => false,
+                    "html" => true,
+                    other => {
+                        return Err(usage(format!("--format takes json or html, got {other:?}")));
+                    }
+                };
+            }
             Long("table") if verb == "list" => table = true,
             Long("follow") if verb == "attach" => follow = true,
             Long("all") if verb == "kill" => all = true,
@@ -92,6 +134,10 @@ pub fn parse(verb: &str, rest: Vec<OsString>) -> Result<OpCommand, UsageError> {
             none_expected(&positional)?;
             OpCommand::RestartDaemon
         }
+        "report" => {
+            none_expected(&positional)?;
+            OpCommand::Report(report)
+        }
         _ => {
             none_expected(&positional)?;
             OpCommand::Doctor
@@ -135,5 +181,30 @@ mod tests {
         assert!(p("prune", &["--idle-seconds", "x"]).is_err());
         assert!(p("list", &["--follow"]).is_err());
         assert!(p("doctor", &["extra"]).is_err());
+        assert_eq!(
+            p(
+                "report",
+                &[
+                    "--log",
+                    "/l",
+                    "--last",
+                    "10",
+                    "--since-minutes",
+                    "0",
+                    "--format",
+                    "html"
+                ]
+            ),
+            Ok(OpCommand::Report(ReportArgs {
+                log: Some("/l".into()),
+                last: Some(10),
+                since_minutes: Some(0),
+                build: None,
+                html: true,
+            }))
+        );
+        assert!(p("report", &["--last", "-1"]).is_err());
+        assert!(p("report", &["--format", "xml"]).is_err());
+        assert!(p("list", &["--last", "1"]).is_err());
     }
 }

@@ -12,6 +12,8 @@ pub struct WinxdConfig {
     pub socket: PathBuf,
     pub lifecycle: Lifecycle,
     pub log_level: log::LevelFilter,
+    /// `WINX_LOG_FORMAT=json`.
+    pub log_json: bool,
 }
 
 impl WinxdConfig {
@@ -21,6 +23,7 @@ impl WinxdConfig {
             socket: socket.unwrap_or_else(|| daemon_socket(env)),
             lifecycle: lifecycle(env)?,
             log_level: vars::log_level(env)?,
+            log_json: vars::one_of(&vars::LOG_FORMAT, env)? == "json",
         })
     }
 }

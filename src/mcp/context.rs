@@ -14,6 +14,8 @@ pub struct CallContext<'a> {
     pub affinity: crate::session::Affinity,
     /// The transport's conversation identity (`Mcp-Session-Id`, `X-Winx-Conversation-Id`).
     pub conversation: Option<&'a str>,
+    /// Where the request came from, as the usage log may record it.
+    pub origin: crate::usage::Origin,
 }
 
 /// What tool calls use, shared with task runner threads.
@@ -36,6 +38,7 @@ pub(super) struct OwnedCall {
     pub policy: ToolPolicy,
     pub affinity: crate::session::Affinity,
     pub conversation: Option<String>,
+    pub origin: crate::usage::Origin,
 }
 
 impl OwnedCall {
@@ -45,6 +48,7 @@ impl OwnedCall {
             policy: ctx.policy.clone(),
             affinity: ctx.affinity,
             conversation: ctx.conversation.map(str::to_string),
+            origin: ctx.origin.clone(),
         }
     }
 
@@ -54,6 +58,7 @@ impl OwnedCall {
             policy: &self.policy,
             affinity: self.affinity,
             conversation: self.conversation.as_deref(),
+            origin: self.origin.clone(),
         }
     }
 }
@@ -63,7 +68,11 @@ impl Shared {
         &self.sessions
     }
 
-    pub fn tool_ctx<'a>(&'a self, ctx: &CallContext<'a>) -> ToolContext<'a> {
+    pub fn tool_ctx<'a>(
+        &'a self,
+        ctx: &CallContext<'a>,
+        trace: &'a crate::usage::CallTrace,
+    ) -> ToolContext<'a> {
         ToolContext {
             sessions: &self.sessions,
             runtime: &self.runtime,
@@ -77,6 +86,7 @@ impl Shared {
             policy: ctx.policy,
             extra_instructions: self.extra_instructions.as_deref(),
             history: &self.history,
+            trace,
         }
     }
 }

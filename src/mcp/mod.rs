@@ -1,8 +1,10 @@
 //! The MCP layer: protocol eras, lifecycle methods and tool dispatch over parsed
 //! JSON-RPC values. Transport-free: stdio and HTTP both call `Server::handle`.
 
+mod call_log;
 mod context;
 pub mod lane;
+pub mod origin;
 mod prompts;
 pub mod protocol;
 mod resources;

@@ -1,5 +1,6 @@
 //! `Server::handle`: one JSON-RPC request in, one response out. Shared by every transport.
 
+use super::call_log::CallLog;
 use super::context::{CallContext, Shared};
 use super::protocol::{self, META_SERVER_INFO};
 use super::tasks::{self, Augment};
@@ -44,10 +45,17 @@ pub struct Server {
     catalogs: parking_lot::Mutex<std::collections::HashMap<String, Value>>,
     instructions: String,
     tasks: Arc<TaskStore>,
+    usage: crate::usage::Sink,
 }
 
 impl Server {
+    /// A server without a usage log.
     pub fn new(config: &Config) -> Server {
+        Server::with_usage(config, crate::usage::Sink::off())
+    }
+
+    /// A server whose tool calls are recorded in `usage` (started once by the binary).
+    pub fn with_usage(config: &Config, usage: crate::usage::Sink) -> Server {
         let mut instructions = INSTRUCTIONS.to_string();
         if let Some(extra) = &config.server_instructions {
             instructions.push_str("\n\n");
@@ -71,7 +79,13 @@ impl Server {
             catalogs: Default::default(),
             instructions,
             tasks: Arc::new(TaskStore::new(config.max_tasks)),
+            usage,
         }
+    }
+
+    /// The usage log the transports record HTTP requests in.
+    pub fn usage(&self) -> &crate::usage::Sink {
+        &self.usage
     }
 
     pub fn sessions(&self) -> &SessionService {
@@ -196,8 +210,35 @@ impl Server {
         &self,
         ctx: &CallContext,
         dialect: Dialect,
-        mut params: Map<String, Value>,
+        params: Map<String, Value>,
     ) -> Result<Value, RpcError> {
+        let name = params.get("name").and_then(Value::as_str);
+        let log = CallLog::begin(&self.usage, ctx, name);
+        let no_args = Map::new();
+        match self.tool_call(ctx, dialect, params, &log) {
+            Ok(Called::Result(args, out, result)) => {
+                let out = *out;
+                log.result(&args, &out, &result, self.shared.read_parallelism);
+                Ok(result)
+            }
+            Ok(Called::Task(args, handle)) => {
+                log.task(&args, &handle);
+                Ok(handle)
+            }
+            Err(e) => {
+                log.rpc_error(&no_args);
+                Err(e)
+            }
+        }
+    }
+
+    fn tool_call(
+        &self,
+        ctx: &CallContext,
+        dialect: Dialect,
+        mut params: Map<String, Value>,
+        log: &CallLog,
+    ) -> Result<Called, RpcError> {
         let name = match params.remove("name") {
             Some(Value::String(n)) => n,
             Some(_) => {
@@ -218,17 +259,36 @@ impl Server {
         };
         match tasks::augmentation(dialect, &params)? {
             Augment::None => {
-                let tctx = self.shared.tool_ctx(ctx);
-                Ok(dispatch(&tctx, &name, &arguments).to_result())
+                let tctx = self.shared.tool_ctx(ctx, &log.trace);
+                let out = dispatch(&tctx, &name, &arguments);
+                let result = {
+                    let _finalising = log.trace.phase(crate::usage::Phase::Finalisation);
+                    out.to_result()
+                };
+                Ok(Called::Result(arguments, Box::new(out), result))
             }
             Augment::Requested { ttl_ms } => {
-                let call = tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments);
-                call.requested(ttl_ms)
+                let call =
+                    tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments.clone());
+                Ok(Called::Task(arguments, call.requested(ttl_ms)?))
             }
             Augment::Offered => {
-                let call = tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments);
-                Ok(call.offered())
+                let call =
+                    tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments.clone());
+                Ok(Called::Task(arguments, call.offered()))
             }
         }
     }
+}
+
+/// How a `tools/call` ended, for its usage record.
+enum Called {
+    /// The tool ran inline: its arguments, output and the result sent.
+    Result(
+        Map<String, Value>,
+        Box<crate::tools::envelope::ToolOutput>,
+        Value,
+    ),
+    /// Handed to a task (or answered through one): the arguments and the answer.
+    Task(Map<String, Value>, Value),
 }

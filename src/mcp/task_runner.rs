@@ -33,7 +33,7 @@ pub(super) fn spawn(
         .name("task-runner".into())
         .spawn(move || {
             let call = owned.borrow();
-            let tctx = sh.tool_ctx(&call);
+            let tctx = sh.tool_ctx(&call, crate::usage::CallTrace::none());
             let out = work(&tctx, &t);
             drop(slot);
             finish(&sh, &st, &t, out.to_result());

@@ -115,7 +115,9 @@ impl<'a> Call<'a> {
         if tool == ToolName::BashCommand && bash::followable(&self.args) {
             // The command starts now, so the task records what it follows before the
             // handle is answered (a restarted adapter can always take over).
-            let tctx = self.shared.tool_ctx(self.ctx);
+            let tctx = self
+                .shared
+                .tool_ctx(self.ctx, crate::usage::CallTrace::none());
             let out = match bash::start(&tctx, &self.args, TaskMode::Requested) {
                 Ok(Step::Running(pending)) => {
                     task_runner::follow_in_background(
@@ -154,7 +156,7 @@ impl<'a> Call<'a> {
     /// inline as usual.
     pub fn offered(self) -> Value {
         let call = self.ctx;
-        let tctx = self.shared.tool_ctx(call);
+        let tctx = self.shared.tool_ctx(call, crate::usage::CallTrace::none());
         let is_bash = ToolName::parse(&self.name) == Some(ToolName::BashCommand)
             && call.policy.permits(ToolName::BashCommand);
         if !is_bash {
@@ -429,7 +431,7 @@ mod fuzz {
             ).unwrap();
             let server = super::super::Server::new(&config);
             let policy = ToolPolicy::profile(Profile::Full);
-            let ctx = CallContext { principal: "p", policy: &policy,
+            let ctx = CallContext { principal: "p", policy: &policy, origin: Default::default(),
                 affinity: Default::default(), conversation: None };
             let params: Map<String, Value> = params.into_iter().collect();
             let dialect = if modern { Dialect::Modern } else { Dialect::Handshake };

@@ -95,10 +95,33 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
         "file_tools_containment": d.file_containment,
         "redaction": config.redact,
         "http_credentials_configured": d.http_credentials_configured,
+        "usage_log_configured": config.usage.is_some(),
+        "usage_log": usage_log(config),
         "state_dir": config.state_dir,
         // Multi-file commits a crash cut short; the next edit or first_call finishes them.
         "interrupted_commits": interrupted_commits(&config.state_dir),
     }))
+}
+
+/// The usage log's settings and whether its writer could write it (judged without
+/// creating or changing anything).
+fn usage_log(config: &Config) -> Value {
+    let Some(u) = &config.usage else {
+        return json!({"configured": false});
+    };
+    let (writable, state) = match crate::usage::file::probe(&u.path) {
+        Ok(s) => (true, s.to_string()),
+        Err(e) => (false, e),
+    };
+    json!({
+        "configured": true,
+        "path": u.path,
+        "rotation": u.rotation.as_str(),
+        "keep_days": u.keep_days,
+        "writable": writable,
+        "state": state,
+        "rotated_files": crate::usage::file::rotated_siblings(&u.path).len(),
+    })
 }
 
 /// Commit intents waiting in the state directory (`edit::journal`).

@@ -1,7 +1,9 @@
 //! Operator commands (`list`, `attach`, `prune`, `kill`, `restart-daemon`, `doctor`): thin
-//! clients of winxd and the guardians. `list` and `doctor` print JSON for `jq`.
+//! clients of winxd and the guardians. `list` and `doctor` print JSON for `jq`. `report`
+//! reads the usage log offline (no winxd, no writer).
 
 mod doctor;
+pub mod report;
 
 use crate::config::Config;
 use crate::config::opcli::OpCommand;
@@ -35,6 +37,16 @@ pub fn main(op: OpCommand, config: &Config) -> ExitCode {
         }
         OpCommand::RestartDaemon => restart(config),
         OpCommand::Doctor => doctor::run(config).map(|v| print_json(&v)),
+        OpCommand::Report(args) => {
+            let configured = config.usage.as_ref().map(|u| u.path.as_path());
+            let now = crate::deadline::unix_ms() + config.usage_clock_skew_ms;
+            report::run(&args, configured, now)
+                .map(|out| {
+                    // A closed pipe (`| head`) is not an error of the report.
+                    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+                })
+                .map_err(OpError)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -36,6 +36,22 @@ impl Status {
         Status::Failed,
     ];
 
+    /// The status as it appears on the wire (snake_case), for the usage log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::CompletedWithIssues => "completed_with_issues",
+            Status::PartiallyFailed => "partially_failed",
+            Status::Running => "running",
+            Status::NeedsInitialize => "needs_initialize",
+            Status::NeedsRead => "needs_read",
+            Status::Conflict => "conflict",
+            Status::PolicyBlocked => "policy_blocked",
+            Status::InvalidInput => "invalid_input",
+            Status::Failed => "failed",
+        }
+    }
+
     /// Whether MCP `isError` is set for this status.
     pub fn is_error(self) -> bool {
         !matches!(
@@ -203,6 +219,7 @@ mod tests {
         let statuses = schema["properties"]["status"]["enum"].as_array().unwrap();
         for s in Status::ALL {
             assert!(statuses.contains(&serde_json::to_value(s).unwrap()));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
         for (key, prop) in schema["properties"].as_object().unwrap() {
             assert!(!prop["type"].is_array(), "{key} has a type array");

@@ -11,6 +11,7 @@ use crate::session::{
     Attached, Binding, Mode, SessionChoice, SessionError, SessionService, ids, overview,
 };
 use crate::tools::name::ToolName;
+use crate::usage::Phase;
 use crate::wire::guardian::{Labels, Snapshot};
 use serde_json::{Map, Value, json};
 
@@ -149,6 +150,7 @@ fn dispatch_type(
 }
 
 fn verify(ctx: &ToolContext, args: &InitArgs) -> Result<(Binding, bool), ToolError> {
+    let _admission = ctx.trace.phase(Phase::SessionAdmission);
     let verified = ctx
         .sessions
         .verify(ctx.principal, args.thread_id, args.workspace_root)?;
@@ -161,6 +163,7 @@ fn first_call(
     args: &InitArgs,
     resume_in: Option<(&str, &str)>,
 ) -> Result<ToolOutput, ToolError> {
+    let validation = ctx.trace.phase(Phase::WorkspaceValidation);
     let workspace = match (args.workspace_root, resume_in) {
         (Some(ws), _) => {
             ids::canonical_workspace(ws).map_err(|detail| ToolError::WorkspaceInvalid {
@@ -177,6 +180,8 @@ fn first_call(
         (None, None) => ctx.sessions.scratch_workspace(ctx.principal)?,
     };
     super::workspace_permitted(ctx, &workspace)?;
+    drop(validation);
+    let admission = ctx.trace.phase(Phase::SessionAdmission);
     let choice = SessionChoice {
         affinity: ctx.affinity,
         conversation: ctx.conversation,
@@ -191,6 +196,7 @@ fn first_call(
     } = ctx
         .sessions
         .attach_or_create(ctx.principal, &workspace, &thread_id, args.mode.clone())?;
+    drop(admission);
     let transition = if existed {
         "attached_existing"
     } else {
@@ -285,6 +291,7 @@ fn ensure_shell(ctx: &ToolContext, b: &Binding, reset: bool) -> Result<ShellInfo
         principal: ctx.principal.to_string(),
         workspace: b.workspace_str(),
     };
+    let _inspecting = ctx.trace.phase(Phase::RuntimeInspection);
     let e = ctx
         .runtime
         .ensure(&key, &b.workspace_root, labels)

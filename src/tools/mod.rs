@@ -15,10 +15,12 @@ pub mod initialize;
 pub mod name;
 pub mod policy;
 pub mod state;
+pub mod usage_facts;
 
 use crate::runtime::Runtime;
 use crate::session::SessionService;
 use crate::tools::policy::ToolPolicy;
+use crate::usage::Phase;
 use envelope::ToolOutput;
 use error::ToolError;
 use name::ToolName;
@@ -47,6 +49,8 @@ pub struct ToolContext<'a> {
     pub extra_instructions: Option<&'a str>,
     /// The execution history (records every accepted command; `Execution` reads it).
     pub history: &'a crate::history::History,
+    /// This call's phases for the usage log (`CallTrace::off()` without a log).
+    pub trace: &'a crate::usage::CallTrace,
 }
 
 /// The start of every session-bound tool: strict arguments, then the verified
@@ -57,11 +61,14 @@ pub fn session_args<'m>(
     fields: &[&str],
 ) -> Result<(args::Args<'m>, crate::session::Binding), ToolError> {
     let a = args::Args::strict(map, fields)?;
+    let admission = ctx.trace.phase(Phase::SessionAdmission);
     let (binding, _) = ctx.sessions.verify(
         ctx.principal,
         a.opt_str("thread_id")?,
         a.opt_str("workspace_root")?,
     )?;
+    drop(admission);
+    let _validation = ctx.trace.phase(Phase::WorkspaceValidation);
     workspace_permitted(ctx, &binding.workspace_root)?;
     Ok((a, binding))
 }
@@ -235,7 +242,7 @@ mod fuzz {
             let states = state::SessionStates::new(8);
             let allow = crate::files::policy::AllowPaths::default();
             let history = crate::history::History::new(tmp.path().join("state"), true, Default::default());
-            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2, history: &history };
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2, history: &history, trace: &crate::usage::CallTrace::off() };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

@@ -20,7 +20,7 @@ pub const LAYERS: &[&[&str]] = &[
         "lru",
     ],
     &["wire", "jsonrpc", "shell"],
-    &["ipc", "store"],
+    &["ipc", "store", "usage"],
     &["guardian"],
     &["runtime", "daemon"],
     &["session", "tasks", "history"],

@@ -9,7 +9,7 @@
 //! counts against the cap.
 
 use super::Shared;
-use super::conn::Conn;
+use super::conn::{BodyError, Conn};
 use super::limits::{Permit, Slot, SlotRefusal};
 use super::routes::{self, Era, Framing, McpHeaders, Reply};
 use super::wire::{BodyFraming, Head};
@@ -20,6 +20,7 @@ use crate::jsonrpc::{
 };
 use crate::mcp::CallContext;
 use crossbeam_channel::{bounded, select};
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -30,31 +31,58 @@ pub struct Admitted {
     /// Held until the answer is written: a draining server waits for it.
     pub answering: Permit,
     pub deadline: Deadline,
+    /// The usage log's id of this request, shared with its `tool_call`.
+    pub request_id: Option<String>,
 }
 
-/// Serve the admitted request on `conn`; returns whether the connection stays open.
+/// What serving an admitted request came to, for the usage log.
+#[derive(Default)]
+pub struct Served {
+    /// Whether the connection stays open.
+    pub open: bool,
+    /// The status answered (`None`: the client left before an answer).
+    pub status: Option<u16>,
+    /// Why the request was refused before reaching the server, if it was.
+    pub rejected: Option<&'static str>,
+    pub rpc_method: Option<&'static str>,
+    /// Salted hash of the MCP session or conversation the request named.
+    pub mcp_session: Option<String>,
+}
+
+/// Serve the admitted request on `conn`.
 pub fn run(
     shared: &Arc<Shared>,
     conn: &mut Conn,
     head: &Head,
     body: BodyFraming,
     a: Admitted,
-) -> bool {
+) -> Served {
     let Admitted {
         principal,
         framing,
         answering,
         deadline,
+        request_id,
     } = a;
     if body != BodyFraming::None && head.expects_continue() && !conn.write_raw(CONTINUE) {
-        return false;
+        return Served::default();
     }
     let body = match conn.read_body(body, shared.cfg.max_body_bytes, deadline) {
         Ok(b) => b,
         Err(e) => {
             // The rest of the body may still be on the wire: answer and close.
-            conn.finish(&e.reply(), false);
-            return false;
+            let reply = e.reply();
+            conn.finish(&reply, false);
+            return Served {
+                open: false,
+                status: Some(reply.status),
+                rejected: Some(match e {
+                    BodyError::TooLarge => "too_large",
+                    BodyError::Timeout(_) => "timeout",
+                    BodyError::Malformed(_) => "bad_request",
+                }),
+                ..Default::default()
+            };
         }
     };
     let keep = head.keep_alive();
@@ -65,26 +93,49 @@ pub fn run(
                 SlotRefusal::Full => "too many concurrent requests",
                 SlotRefusal::ShareUsed => "too many concurrent requests for this principal",
             };
-            return conn.answer(&routes::retry_later(503, text), false, keep);
+            let reply = routes::retry_later(503, text);
+            return Served {
+                open: conn.answer(&reply, false, keep),
+                status: Some(reply.status),
+                rejected: Some("concurrency"),
+                ..Default::default()
+            };
         }
     };
     let headers = McpHeaders::read(head);
-    let reply = Call {
+    let mcp_session = headers
+        .session
+        .as_deref()
+        .or(headers.conversation.as_deref())
+        .and_then(|s| shared.usage.hash("session", s));
+    let call = Call {
         shared,
         principal: &principal,
         slot: &slot,
         headers: &headers,
         framing,
         deadline,
-    }
-    .answer(&body);
+        request_id,
+        mcp_session: mcp_session.clone(),
+        rpc_method: Cell::new(None),
+        rejected: Cell::new(None),
+    };
+    let reply = call.answer(&body);
+    let (rejected, rpc_method) = (call.rejected.get(), call.rpc_method.get());
+    drop(call);
     // Give the slot back before writing: a client that sends its next request as soon as
     // it reads this answer must not find its own finished request still holding the slot.
     // A handler still running past the deadline keeps its own clone.
     drop(slot);
     let open = conn.answer(&reply, false, keep);
     drop(answering);
-    open
+    Served {
+        open,
+        status: Some(reply.status),
+        rejected,
+        rpc_method,
+        mcp_session,
+    }
 }
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -96,6 +147,11 @@ struct Call<'a> {
     headers: &'a McpHeaders,
     framing: Framing,
     deadline: Deadline,
+    request_id: Option<String>,
+    mcp_session: Option<String>,
+    /// Learned while answering, for the usage log.
+    rpc_method: Cell<Option<&'static str>>,
+    rejected: Cell<Option<&'static str>>,
 }
 
 impl Call<'_> {
@@ -105,6 +161,8 @@ impl Call<'_> {
             // A client's answer to a server request: we send none, so nothing to route.
             Incoming::Response(_) => routes::accepted(),
             Incoming::Notification(n) => {
+                self.rpc_method
+                    .set(Some(crate::usage::event::rpc_method(&n.method)));
                 match routes::classify(self.headers, &n.method, &n.params) {
                     Err(e) => return routes::rpc(&Response::err(None, e), self.framing),
                     Ok(Era::Legacy) => {
@@ -122,6 +180,8 @@ impl Call<'_> {
     }
 
     fn request(&self, req: RpcRequest) -> Reply {
+        self.rpc_method
+            .set(Some(crate::usage::event::rpc_method(&req.method)));
         let era = match routes::classify(self.headers, &req.method, &req.params) {
             Ok(era) => era,
             Err(e) => return routes::rpc(&Response::err(Some(req.id), e), self.framing),
@@ -131,6 +191,8 @@ impl Call<'_> {
         {
             return reply;
         }
+        let client = (era == Era::Initialize && self.shared.usage.is_on())
+            .then(|| crate::mcp::origin::from_initialize(&req.params));
         let resp = match self.handle(req) {
             Ok(r) => r,
             Err(reply) => return reply,
@@ -140,7 +202,12 @@ impl Call<'_> {
             return reply;
         }
         match self.shared.sessions.create(&self.principal.name) {
-            Ok(id) => routes::with_session(reply, &id),
+            Ok(id) => {
+                if let Some(c) = client {
+                    self.shared.sessions.remember(&id, c);
+                }
+                routes::with_session(reply, &id)
+            }
             Err(e) => routes::plain(500, &format!("cannot create a session id: {e}")),
         }
     }
@@ -149,16 +216,23 @@ impl Call<'_> {
     /// principal's) is 404.
     fn session(&self) -> Result<(), Reply> {
         match &self.headers.session {
-            None => Err(routes::plain(
-                400,
-                "missing Mcp-Session-Id header: send initialize first, or use the stateless \
-                 2026-07-28 protocol",
-            )),
+            None => {
+                self.rejected.set(Some("missing_session"));
+                Err(routes::plain(
+                    400,
+                    "missing Mcp-Session-Id header: send initialize first, or use the \
+                     stateless 2026-07-28 protocol",
+                ))
+            }
             Some(id) if self.shared.sessions.touch(id, &self.principal.name) => Ok(()),
-            Some(_) => Err(routes::plain(
-                404,
-                "unknown or ended session; initialize again",
-            )),
+            Some(_) => {
+                // Unknown, ended, or another principal's: all look the same from outside.
+                self.rejected.set(Some("foreign_session"));
+                Err(routes::plain(
+                    404,
+                    "unknown or ended session; initialize again",
+                ))
+            }
         }
     }
 
@@ -175,6 +249,24 @@ impl Call<'_> {
             .session
             .clone()
             .or_else(|| self.headers.conversation.clone());
+        let usage = &self.shared.usage;
+        let origin = match usage.is_on() && req.method == "tools/call" {
+            true => {
+                let remembered = self
+                    .headers
+                    .session
+                    .as_deref()
+                    .and_then(|s| self.shared.sessions.client(s, &principal.name));
+                crate::mcp::origin::origin(
+                    "http",
+                    self.request_id.clone(),
+                    self.mcp_session.clone(),
+                    remembered.as_ref(),
+                    &req.params,
+                )
+            }
+            false => Default::default(),
+        };
         let job = Box::new(move || {
             let id = req.id.clone();
             let ctx = CallContext {
@@ -182,6 +274,7 @@ impl Call<'_> {
                 policy: &principal.policy,
                 affinity,
                 conversation: conversation.as_deref(),
+                origin,
             };
             let resp =
                 catch_unwind(AssertUnwindSafe(|| server.handle(&ctx, req))).unwrap_or_else(|_| {
@@ -198,6 +291,7 @@ impl Call<'_> {
             let _ = tx.send(resp);
         });
         if self.shared.handlers.try_submit(job).is_err() {
+            self.rejected.set(Some("concurrency"));
             return Err(routes::retry_later(503, "no worker available"));
         }
         let timeout = self.deadline.receiver();

@@ -5,6 +5,7 @@
 //! it is indistinguishable from an unknown session (404).
 
 use crate::deadline::Stopwatch;
+use crate::mcp::origin::Client;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,6 +21,8 @@ const ID_BYTES: usize = 32;
 struct Entry {
     principal: String,
     last_used: Duration,
+    /// The client its `initialize` described (for the usage log).
+    client: Option<Client>,
 }
 
 pub struct Sessions {
@@ -66,6 +69,7 @@ impl Sessions {
             Entry {
                 principal: principal.to_string(),
                 last_used: now,
+                client: None,
             },
         );
         Ok(id)
@@ -82,6 +86,21 @@ impl Sessions {
             }
             _ => false,
         }
+    }
+
+    /// Remember the client that opened session `id`.
+    pub fn remember(&self, id: &str, client: Client) {
+        if let Some(e) = self.map.lock().get_mut(id) {
+            e.client = Some(client);
+        }
+    }
+
+    /// The client that opened `principal`'s session `id`, if known.
+    pub fn client(&self, id: &str, principal: &str) -> Option<Client> {
+        let map = self.map.lock();
+        map.get(id)
+            .filter(|e| e.principal == principal)
+            .and_then(|e| e.client.clone())
     }
 
     /// End `principal`'s session `id`; false when there was no such session.
@@ -118,6 +137,14 @@ mod tests {
         assert!(s.end(&id, "a"));
         assert!(!s.touch(&id, "a"));
         assert_ne!(s.create("a").unwrap(), s.create("a").unwrap());
+        let id = s.create("a").unwrap();
+        let c = Client {
+            name: Some("x".into()),
+            ..Default::default()
+        };
+        s.remember(&id, c.clone());
+        assert_eq!(s.client(&id, "a"), Some(c));
+        assert_eq!(s.client(&id, "b"), None);
     }
 
     #[test]

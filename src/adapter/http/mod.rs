@@ -20,6 +20,7 @@ mod front;
 mod legacy;
 mod limits;
 mod listener;
+mod record;
 mod reply;
 mod routes;
 mod signals;
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     sessions: legacy::Sessions,
     draining: AtomicBool,
     handlers: Pool,
+    /// The usage log (`http_request`, `http_rejected`; tool calls record themselves).
+    usage: crate::usage::Sink,
 }
 
 impl Shared {
@@ -75,13 +78,17 @@ impl std::fmt::Display for ServeError {
 
 /// Serve until SIGTERM/SIGINT, then drain. Prints `listening on http://ADDR/mcp` on stderr
 /// once the socket accepts (the readiness line tests and supervisors wait for).
-pub fn serve(config: &Config, mut http: HttpConfig) -> Result<(), ServeError> {
+pub fn serve(
+    config: &Config,
+    mut http: HttpConfig,
+    usage: crate::usage::Sink,
+) -> Result<(), ServeError> {
     let socket = listener::bind(http.bind).map_err(|e| ServeError::Bind(http.bind, e))?;
     let addr = socket.local_addr().map_err(ServeError::Start)?;
     // The port actually bound (`:0` picks one): Origin checks compare against it.
     http.bind = addr;
     let signals = signals::install().map_err(ServeError::Start)?;
-    let shared = Arc::new(shared(config, http).map_err(ServeError::Start)?);
+    let shared = Arc::new(shared(config, http, usage).map_err(ServeError::Start)?);
     listener::start(socket, shared.clone()).map_err(ServeError::Start)?;
     log::info!(
         "serving MCP over HTTP: {} principal(s) from the {}, {} concurrent requests ({} per \
@@ -104,7 +111,7 @@ pub fn serve(config: &Config, mut http: HttpConfig) -> Result<(), ServeError> {
     Ok(())
 }
 
-fn shared(config: &Config, http: HttpConfig) -> std::io::Result<Shared> {
+fn shared(config: &Config, http: HttpConfig, usage: crate::usage::Sink) -> std::io::Result<Shared> {
     let n = http.max_concurrency;
     Ok(Shared {
         auth: auth::Authenticator::new(http.principals.clone(), http.allow_query_token),
@@ -115,7 +122,8 @@ fn shared(config: &Config, http: HttpConfig) -> std::io::Result<Shared> {
         draining: AtomicBool::new(false),
         // Long shell waits park a handler, so there is one per dispatch slot.
         handlers: Pool::new("mcp-worker", n.max(config.workers), n)?,
-        server: Arc::new(Server::new(config)),
+        server: Arc::new(Server::with_usage(config, usage.clone())),
+        usage,
         cfg: http,
     })
 }

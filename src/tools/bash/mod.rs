@@ -18,6 +18,7 @@ use crate::runtime::{ClientError, session_key};
 use crate::session::{Binding, Mode};
 use crate::shell::cmdpolicy;
 use crate::tools::name::ToolName;
+use crate::usage::Phase;
 use crate::wire::guardian::{GuardianError, ProcessStatus, Request, Response, Wait};
 use action::{Action, POLICIES};
 use serde_json::{Map, Value, json};
@@ -97,6 +98,7 @@ pub fn start(
         plan.timeout_ms = 0;
     }
     let key = session_key(ctx.principal, &binding.thread_id);
+    let inspecting = ctx.trace.phase(Phase::RuntimeInspection);
     let ensured = ctx
         .runtime
         .attach(&key)
@@ -106,6 +108,7 @@ pub fn start(
                     .into(),
             pair: pair.clone(),
         })?;
+    drop(inspecting);
     let running = ensured.snapshot.running.is_some();
     enforce_mode(&binding, &act, running)?;
     if let Action::Turn { wait, recognizer } = &act {
@@ -147,6 +150,7 @@ pub fn start(
             });
         }
     };
+    let waiting = ctx.trace.phase(Phase::Wait);
     let resp = ensured
         .client
         .call(&req, Duration::from_millis(plan.timeout_ms))
@@ -156,6 +160,7 @@ pub fn start(
             }
             ToolError::runtime(e.into(), pair.clone())
         })?;
+    drop(waiting);
     if let (Action::Command { command, .. }, Response::Action(r)) = (&act, &resp) {
         record::admitted(ctx, &pair, &key, &ensured, command, r);
     }

@@ -70,6 +70,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
     let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
     let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
+    let _catalog = ctx.trace.phase(crate::usage::Phase::Catalog);
     let open = ctx.history.open().map_err(unavailable)?;
     let key = crate::runtime::session_key(ctx.principal, &binding.thread_id);
     let budget = Deadline::after("history reconcile", READ_BUDGET);
@@ -81,7 +82,11 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Parsed::Read(id, req) => read(&x, &id, &req),
         Parsed::Explain(req) => explain::run(&x, req),
         Parsed::Observe(items) => observe::run(&x, items),
-        Parsed::Wait(req) => wait::run(&x, req),
+        Parsed::Wait(req) => {
+            // Inclusive: the wait is also part of the catalog phase around it.
+            let _waiting = ctx.trace.phase(crate::usage::Phase::Wait);
+            wait::run(&x, req)
+        }
     }
 }
 

@@ -1,0 +1,313 @@
+//! `report`: offline aggregation of the usage log (JSON, or one HTML page).
+//!
+//! It opens the active file and its rotated siblings read-only, once each (so a rotation
+//! racing the report renames a file it already holds), and reads them oldest first. With
+//! `--last N`, a first pass counts the lines the filters select and the second aggregates
+//! the last N of them; auxiliary lines (`tool_started`, `tool_phase`) never count towards
+//! N (seed 000). Malformed and oversized lines are counted and skipped.
+//!
+//! Invariant: the report never opens the usage writer and never creates, appends to,
+//! renames or prunes a file.
+
+mod aggregate;
+mod audit;
+mod html;
+mod line;
+mod sections;
+mod stats;
+mod svg;
+
+use crate::config::opcli::ReportArgs;
+use line::Kind;
+use serde_json::{Value, json};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek};
+use std::path::{Path, PathBuf};
+
+/// A line longer than this is not one the writer produced (its lines are a few hundred
+/// bytes): counted as malformed and skipped without being held in memory.
+const MAX_LINE_BYTES: usize = 1 << 20;
+const READ_BUFFER: usize = 256 * 1024;
+
+/// What selects lines.
+pub struct Filters {
+    pub last: Option<u64>,
+    /// Only lines stamped at or after this time (Unix ms).
+    pub since_ms: Option<i64>,
+    pub build: Option<String>,
+}
+
+impl Filters {
+    /// Whether a line of kind `k` stamped `ts` of build `build` passes the time and build
+    /// filters. Auxiliary lines carry no build and pass that filter.
+    fn keep(&self, k: Kind, ts: Option<i64>, build: Option<&str>) -> bool {
+        if let Some(since) = self.since_ms
+            && ts.is_none_or(|t| t < since)
+        {
+            return false;
+        }
+        match &self.build {
+            Some(b) if !k.auxiliary() => build == Some(b.as_str()),
+            _ => true,
+        }
+    }
+}
+
+/// Per-file and overall line counts.
+#[derive(Default)]
+struct Tally {
+    lines: u64,
+    malformed: u64,
+    oversized: u64,
+    filtered: u64,
+}
+
+/// Call `f` with every line of `file` (without its newline); lines longer than
+/// `MAX_LINE_BYTES` are skipped and counted in `oversized`.
+fn each_line(file: &File, oversized: &mut u64, mut f: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut r = BufReader::with_capacity(READ_BUFFER, file);
+    let mut line = Vec::new();
+    let mut skipping = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            if !line.is_empty() && !skipping {
+                f(&line);
+            }
+            return Ok(());
+        }
+        let (chunk, end) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !skipping {
+            if line.len() + chunk.len() > MAX_LINE_BYTES {
+                skipping = true;
+                *oversized += 1;
+                line.clear();
+            } else if end.is_some() && line.is_empty() {
+                // The whole line is in the buffer: no copy.
+                f(chunk);
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        let used = end.unwrap_or(buf.len());
+        if end.is_some() {
+            if !skipping && !line.is_empty() {
+                f(&line);
+            }
+            line.clear();
+            skipping = false;
+        }
+        r.consume(used);
+    }
+}
+
+/// What the counting pass learned of a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    Malformed,
+    /// Filtered out, or auxiliary.
+    Other,
+    /// A terminal line the filters keep: it counts towards `--last`.
+    Selected,
+    /// Not there during the counting pass.
+    Unseen,
+}
+
+/// Where the last N selected lines start, from the counting pass.
+struct Window {
+    classes: Vec<Vec<Class>>,
+    /// (file, line) of the first line of the window.
+    start: (usize, usize),
+}
+
+impl Window {
+    fn plan(files: &[(PathBuf, File)], filters: &Filters, n: u64) -> Window {
+        let mut classes = Vec::with_capacity(files.len());
+        let mut selected: Vec<(usize, usize)> = Vec::new();
+        for (fi, (_, f)) in files.iter().enumerate() {
+            let mut c = Vec::new();
+            let mut ignored = 0;
+            let _ = each_line(f, &mut ignored, |b| {
+                let class = match line::parse_head(b) {
+                    None => Class::Malformed,
+                    Some(h) => {
+                        let k = h.kind();
+                        match !k.auxiliary() && filters.keep(k, h.ts_ms.i64(), h.build.str()) {
+                            true => Class::Selected,
+                            false => Class::Other,
+                        }
+                    }
+                };
+                if class == Class::Selected {
+                    selected.push((fi, c.len()));
+                }
+                c.push(class);
+            });
+            classes.push(c);
+        }
+        let skip = selected.len().saturating_sub(n as usize);
+        let start = match (n, selected.get(skip)) {
+            (0, _) | (_, None) => (files.len(), 0),
+            (_, Some(pos)) => *pos,
+        };
+        Window { classes, start }
+    }
+
+    /// The class of line `i` of file `f` when it lies before the window (or was not
+    /// there when counted); `None` inside the window.
+    fn before_start(&self, f: usize, i: usize) -> Option<Class> {
+        let Some(class) = self.classes.get(f).and_then(|c| c.get(i)) else {
+            return Some(Class::Unseen);
+        };
+        ((f, i) < self.start).then_some(*class)
+    }
+}
+
+/// The report over the log at `path` (active file and rotated siblings).
+pub fn build(path: &Path, filters: &Filters) -> Result<Value, String> {
+    let paths = crate::usage::file::log_files(path);
+    if paths.is_empty() {
+        return Err(format!(
+            "no usage log at {} (nor rotated files beside it)",
+            path.display()
+        ));
+    }
+    let mut files: Vec<(PathBuf, File)> = Vec::new();
+    let mut unreadable = Vec::new();
+    for p in paths {
+        match File::open(&p) {
+            Ok(f) => files.push((p, f)),
+            Err(e) => unreadable.push(json!({"file": name(&p), "error": e.to_string()})),
+        }
+    }
+    // Pass 1 (only with --last): classify every line and find where the window of the
+    // last N selected lines starts; pass 2 then parses nothing before it.
+    let window = filters.last.map(|n| Window::plan(&files, filters, n));
+    let mut agg = aggregate::Agg::default();
+    let mut total = Tally::default();
+    let mut per_file = Vec::new();
+    for (fi, (p, f)) in files.iter_mut().enumerate() {
+        let mut t = Tally::default();
+        let mut index = 0usize;
+        let rewound = f.rewind();
+        let read = rewound.and_then(|()| {
+            each_line(f, &mut t.oversized, |b| {
+                let i = index;
+                index += 1;
+                if let Some(w) = &window {
+                    match w.before_start(fi, i) {
+                        // Appended after the counting pass: outside this report.
+                        Some(Class::Unseen) => return,
+                        Some(c) => {
+                            t.lines += 1;
+                            match c {
+                                Class::Malformed => t.malformed += 1,
+                                _ => t.filtered += 1,
+                            }
+                            return;
+                        }
+                        None => {}
+                    }
+                }
+                t.lines += 1;
+                let Some(l) = line::parse(b) else {
+                    t.malformed += 1;
+                    return;
+                };
+                let k = l.kind();
+                if !filters.keep(k, l.ts_ms.i64(), l.build.str()) {
+                    t.filtered += 1;
+                    return;
+                }
+                agg.add(k, &l);
+            })
+        });
+        if let Err(e) = read {
+            unreadable.push(json!({"file": name(p), "error": e.to_string()}));
+        }
+        t.lines += t.oversized;
+        per_file.push(
+            json!({"file": name(p), "lines": t.lines, "malformed": t.malformed + t.oversized}),
+        );
+        total.lines += t.lines;
+        total.malformed += t.malformed + t.oversized;
+        total.oversized += t.oversized;
+        total.filtered += t.filtered;
+    }
+    let mut report = agg.to_json();
+    report["source"] = json!({
+        "files": per_file,
+        "unreadableFiles": unreadable,
+        "linesSeen": total.lines,
+        "malformedLines": total.malformed,
+        "oversizedLines": total.oversized,
+        "filteredOut": total.filtered,
+        "filters": {
+            "last": filters.last,
+            "sinceMs": filters.since_ms,
+            "build": filters.build,
+        },
+    });
+    report["reportSchema"] = json!(1);
+    report["usageSchema"] = json!(crate::usage::event::USAGE_SCHEMA);
+    Ok(report)
+}
+
+/// A file's name, without its directory (the report names files, not paths).
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+/// The `report` verb: the log of `--log`, else of `WINX_USAGE_LOG`; `now_ms` on the
+/// log's clock (for `--since-minutes`).
+pub fn run(args: &ReportArgs, configured: Option<&Path>, now_ms: i64) -> Result<String, String> {
+    let path = args
+        .log
+        .as_deref()
+        .or(configured)
+        .ok_or("no usage log to read: pass --log PATH or set WINX_USAGE_LOG")?;
+    let filters = Filters {
+        last: args.last,
+        since_ms: args
+            .since_minutes
+            .filter(|m| *m > 0)
+            .map(|m| now_ms - (m as i64).saturating_mul(60_000)),
+        build: args.build.clone(),
+    };
+    let report = build(path, &filters)?;
+    Ok(match args.html {
+        true => html::render(&report),
+        false => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn lines_are_split_bounded_and_the_last_one_needs_no_newline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("f");
+        let mut f = File::create(&p).unwrap();
+        f.write_all(b"a\n\nbb\n").unwrap();
+        f.write_all(&vec![b'x'; MAX_LINE_BYTES + 10]).unwrap();
+        f.write_all(b"\nccc").unwrap();
+        let mut lines = Vec::new();
+        let mut over = 0;
+        each_line(&File::open(&p).unwrap(), &mut over, |l| {
+            lines.push(l.to_vec())
+        })
+        .unwrap();
+        assert_eq!(
+            lines,
+            [b"a".to_vec(), b"".to_vec(), b"bb".to_vec(), b"ccc".to_vec()]
+        );
+        assert_eq!(over, 1);
+    }
+}

@@ -1,0 +1,348 @@
+//! What the usage log may learn from one finished tool call: closed classifications and
+//! counts read from its arguments' *shape* (which action, how many items, which range
+//! kind) and from its envelope. The command category is the only thing derived from text
+//! a client wrote, and it is one of `usage::category::CATEGORIES`.
+//!
+//! Invariant: every string this module puts in `CallFacts` is a `&'static str` from a
+//! fixed list here or in the tool that owns it; no argument or output text is copied.
+
+use super::bash::action::{self, Action, POLICIES};
+use super::envelope::{Status, ToolOutput};
+use super::name::ToolName;
+use crate::files::ranges::{LineRange, parse_spec};
+use crate::usage::category::command_category;
+use crate::usage::event::{Facts, WORKFLOW_SCHEMA};
+use serde_json::{Map, Value};
+
+/// Initialize types, Execution actions, wait outcomes and transitions as the log names
+/// them (the tools' own lists; anything else is left unknown).
+const INITIALIZE_TYPES: &[&str] = &[
+    "first_call",
+    "status",
+    "user_asked_mode_change",
+    "reset_shell",
+    "user_asked_change_workspace",
+];
+const EXECUTION_ACTIONS: &[&str] = &["list", "get", "explain", "read", "observe", "wait"];
+const WAIT_OUTCOMES: &[&str] = &["changed", "timeout", "resync"];
+const TRANSITIONS: &[&str] = &[
+    "created",
+    "attached_existing",
+    "status",
+    "mode_changed",
+    "reset",
+];
+const MODES: &[&str] = &["wcgw", "architect", "code_writer"];
+
+/// The usage-relevant view of one call.
+#[derive(Debug, Default)]
+pub struct CallFacts {
+    pub action: Option<&'static str>,
+    pub command_category: Option<&'static str>,
+    pub batch_items: u64,
+    pub worker_limit: u64,
+    pub facts: Facts,
+}
+
+/// `s` as the matching entry of `list`, if it is one.
+fn closed(list: &[&'static str], s: Option<&str>) -> Option<&'static str> {
+    let s = s?;
+    list.iter().find(|x| **x == s).copied()
+}
+
+/// The facts of a call of `tool` with `args` that produced `out`. `read_parallelism` is
+/// the worker limit of batched reads.
+pub fn facts(
+    tool: ToolName,
+    args: &Map<String, Value>,
+    out: &ToolOutput,
+    read_parallelism: usize,
+) -> CallFacts {
+    let mut f = CallFacts::default();
+    let data = &out.envelope.data;
+    match tool {
+        ToolName::Initialize => initialize(&mut f, args, out),
+        ToolName::BashCommand => bash(&mut f, args, out),
+        ToolName::ReadFiles => {
+            f.worker_limit = read_parallelism as u64;
+            read_files(&mut f, args);
+        }
+        ToolName::Execution => execution(&mut f, args, data),
+        ToolName::FileWriteOrEdit
+        | ToolName::MultiFileEdit
+        | ToolName::ApplyPatch
+        | ToolName::EditFiles => {
+            for key in ["edits", "files"] {
+                if let Some(items) = args.get(key).and_then(Value::as_array) {
+                    f.batch_items = items.len() as u64;
+                }
+            }
+            let replayed = data.get("replayed").and_then(Value::as_bool) == Some(true);
+            f.facts.edit_replayed = Some(replayed);
+            f.facts.edit_committed = Some(out.envelope.status == Status::Completed && !replayed);
+        }
+        _ => {}
+    }
+    f
+}
+
+fn initialize(f: &mut CallFacts, args: &Map<String, Value>, out: &ToolOutput) {
+    let data = &out.envelope.data;
+    let x = &mut f.facts;
+    x.initialize_type = closed(INITIALIZE_TYPES, args.get("type").and_then(Value::as_str));
+    f.action = x.initialize_type;
+    x.transition = closed(TRANSITIONS, data.get("transition").and_then(Value::as_str));
+    if x.transition.is_none() {
+        return;
+    }
+    x.session_reused = Some(x.transition != Some("created"));
+    x.session_recovered = data
+        .get("initialize_recovered_missing_session")
+        .and_then(Value::as_bool);
+    x.response_mode = closed(
+        &["full", "compact"],
+        data.get("response_mode").and_then(Value::as_str),
+    );
+    x.context_bytes = Some(out.text.len() as u64);
+    x.guideline_files = data
+        .get("guidelines")
+        .and_then(Value::as_array)
+        .map(|g| g.len() as u64);
+    x.initial_files = data.get("files_in_overview").and_then(Value::as_u64);
+    let mode = data.get("mode");
+    x.mode = closed(
+        MODES,
+        mode.and_then(|m| m.get("name")).and_then(Value::as_str),
+    );
+    x.code_writer_policy = match x.mode {
+        Some("code_writer") => {
+            let all = |k: &str| {
+                mode.and_then(|m| m.get(k))
+                    .and_then(Value::as_array)
+                    .is_some_and(|l| l.iter().any(|v| v.as_str() == Some("all")))
+            };
+            Some(match (all("allowed_commands"), all("allowed_globs")) {
+                (true, true) => "unrestricted",
+                (false, true) => "commands_restricted",
+                (true, false) => "globs_restricted",
+                (false, false) => "restricted",
+            })
+        }
+        Some(_) => Some("none"),
+        None => None,
+    };
+}
+
+fn bash(f: &mut CallFacts, args: &Map<String, Value>, out: &ToolOutput) {
+    let x = &mut f.facts;
+    let policy = closed(POLICIES, args.get("wait_policy").and_then(Value::as_str));
+    x.requested_wait_policy = policy;
+    x.requested_wait_ms = args
+        .get("wait_for_seconds")
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| (s * 1000.0) as u64);
+    let Ok(act) = action::parse_action(args.get("action_json")) else {
+        return;
+    };
+    f.action = Some(match &act {
+        Action::Command { .. } => "command",
+        Action::StatusCheck { .. } => "status_check",
+        Action::Input {
+            text_as_command: Some(_),
+            ..
+        } => "send_text",
+        Action::Input { .. } => "send_keys",
+        Action::Screen { .. } => "screen",
+        Action::Turn { wait: true, .. } => "wait_for_turn",
+        Action::Turn { wait: false, .. } => "inspect",
+    });
+    if let Action::Command { command, .. } = &act {
+        f.command_category = Some(command_category(command));
+    }
+    let data = &out.envelope.data;
+    x.exit_code = data.get("exit_code").and_then(Value::as_i64);
+    x.truncated = data.get("truncated").and_then(Value::as_bool);
+    x.omitted_bytes = data.get("omitted_bytes").and_then(Value::as_u64);
+    x.process_status = closed(
+        &["exited", "running", "idle", "shell_exited"],
+        data.get("state")
+            .and_then(|s| s.get("process_status"))
+            .and_then(Value::as_str),
+    );
+    // The selected inline allowance, for the wait-consuming actions only, and only once
+    // the call got past its argument and session checks (seed 000).
+    let waits = matches!(
+        act,
+        Action::Command { .. } | Action::StatusCheck { .. } | Action::Input { .. }
+    );
+    let routed = !matches!(
+        out.envelope.status,
+        Status::InvalidInput | Status::NeedsInitialize | Status::Conflict | Status::PolicyBlocked
+    );
+    let seconds = action::wait_seconds(args).ok().flatten();
+    let effective = policy.unwrap_or("adaptive");
+    if waits
+        && routed
+        && let Some(plan) = action::plan_wait(&act, effective, seconds)
+    {
+        x.effective_wait_policy = Some(effective);
+        x.effective_wait_ms = Some(plan.timeout_ms);
+        x.effective_wait_mode = Some("synchronous");
+    }
+}
+
+fn read_files(f: &mut CallFacts, args: &Map<String, Value>) {
+    let Some(paths) = args.get("file_paths").and_then(Value::as_array) else {
+        return;
+    };
+    f.batch_items = paths.len() as u64;
+    let (mut whole, mut bounded, mut open) = (0, 0, 0);
+    for p in paths {
+        match p.as_str().map(parse_spec) {
+            Some(Ok(spec)) => match spec.range {
+                LineRange::Whole => whole += 1,
+                LineRange::Between(..) | LineRange::To(_) => bounded += 1,
+                LineRange::From(_) | LineRange::Line(_) => open += 1,
+            },
+            // An invalid entry makes the request's shape unknown.
+            _ => return,
+        }
+    }
+    let x = &mut f.facts;
+    x.read_request_schema = Some(1);
+    x.read_whole_file_requests = Some(whole);
+    x.read_bounded_range_requests = Some(bounded);
+    x.read_open_ended_range_requests = Some(open);
+}
+
+fn execution(f: &mut CallFacts, args: &Map<String, Value>, data: &Value) {
+    let x = &mut f.facts;
+    x.workflow_schema = Some(WORKFLOW_SCHEMA);
+    let act = args.get("action").and_then(Value::as_object);
+    f.action = closed(
+        EXECUTION_ACTIONS,
+        act.and_then(|a| a.get("type")).and_then(Value::as_str),
+    );
+    match f.action {
+        Some("observe") => {
+            x.observe_schema = Some(1);
+            let requested = act
+                .and_then(|a| a.get("items"))
+                .and_then(Value::as_array)
+                .map(|i| i.len() as u64);
+            x.observe_requested_items = requested;
+            f.batch_items = requested.unwrap_or(0);
+            if let Some(items) = data.get("items").and_then(Value::as_array) {
+                x.observe_returned_items = Some(items.len() as u64);
+                x.observe_items_with_issues = Some(
+                    items
+                        .iter()
+                        .filter(|i| i["errors"].as_array().is_some_and(|e| !e.is_empty()))
+                        .count() as u64,
+                );
+            }
+        }
+        Some("wait") => {
+            x.wait_outcome = closed(WAIT_OUTCOMES, data.get("outcome").and_then(Value::as_str));
+            x.wait_timeout_ms = act
+                .and_then(|a| a.get("timeout_seconds"))
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| (s * 1000.0) as u64);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::envelope::Envelope;
+    use serde_json::json;
+
+    fn out(tool: ToolName, data: Value, text: &str) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            envelope: Envelope::completed(tool, "m", data),
+            images: Vec::new(),
+        }
+    }
+
+    fn map(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn bash_facts_name_the_category_and_waits_but_copy_nothing() {
+        let args = map(json!({"action_json": {"command": "cargo test SECRET"},
+            "wait_for_seconds": 2.5, "wait_policy": "adaptive"}));
+        let o = out(
+            ToolName::BashCommand,
+            json!({"exit_code": 3, "truncated": false, "state": {"process_status": "exited"}}),
+            "SECRET output",
+        );
+        let f = facts(ToolName::BashCommand, &args, &o, 4);
+        assert_eq!(f.action, Some("command"));
+        assert_eq!(f.command_category, Some("test"));
+        assert_eq!(f.facts.requested_wait_ms, Some(2500));
+        assert_eq!(f.facts.effective_wait_ms, Some(2500));
+        assert_eq!(f.facts.exit_code, Some(3));
+        assert_eq!(f.facts.process_status, Some("exited"));
+        let text = serde_json::to_string(&f.facts).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
+    }
+
+    #[test]
+    fn read_shapes_follow_the_range_table_and_bad_entries_stay_unknown() {
+        let args = map(json!({"file_paths": ["a", "b:1-2", "c:-5", "d:7", "e:9-"]}));
+        let o = out(ToolName::ReadFiles, json!({}), "");
+        let f = facts(ToolName::ReadFiles, &args, &o, 4);
+        assert_eq!(f.batch_items, 5);
+        assert_eq!(f.worker_limit, 4);
+        assert_eq!(f.facts.read_whole_file_requests, Some(1));
+        assert_eq!(f.facts.read_bounded_range_requests, Some(2));
+        assert_eq!(f.facts.read_open_ended_range_requests, Some(2));
+        let bad = map(json!({"file_paths": ["a", 7]}));
+        let f = facts(ToolName::ReadFiles, &bad, &o, 4);
+        assert_eq!(f.facts.read_whole_file_requests, None);
+    }
+
+    #[test]
+    fn initialize_and_execution_facts_are_closed_values() {
+        let args = map(json!({"type": "first_call", "mode": "code_writer"}));
+        let data = json!({"transition": "created", "response_mode": "full",
+            "initialize_recovered_missing_session": false, "guidelines": ["AGENTS.md"],
+            "files_in_overview": 4,
+            "mode": {"name": "code_writer", "allowed_commands": ["all"], "allowed_globs": ["src/**"]}});
+        let f = facts(
+            ToolName::Initialize,
+            &args,
+            &out(ToolName::Initialize, data, "abc"),
+            4,
+        );
+        assert_eq!(f.facts.transition, Some("created"));
+        assert_eq!(f.facts.session_reused, Some(false));
+        assert_eq!(f.facts.context_bytes, Some(3));
+        assert_eq!(f.facts.code_writer_policy, Some("globs_restricted"));
+        let args = map(json!({"action": {"type": "observe", "items": [{}, {}]}}));
+        let data = json!({"items": [{"errors": []}, {"errors": [{"stage": "read"}]}]});
+        let f = facts(
+            ToolName::Execution,
+            &args,
+            &out(ToolName::Execution, data, ""),
+            4,
+        );
+        assert_eq!(f.facts.workflow_schema, Some(1));
+        assert_eq!(f.facts.observe_requested_items, Some(2));
+        assert_eq!(f.facts.observe_items_with_issues, Some(1));
+        let args = map(json!({"action": {"type": "CANARY"}}));
+        let f = facts(
+            ToolName::Execution,
+            &args,
+            &out(ToolName::Execution, json!({}), ""),
+            4,
+        );
+        assert_eq!(f.action, None);
+    }
+}
