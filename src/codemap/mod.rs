@@ -14,9 +14,16 @@
 //! Invariant: no grammar crate — the scanners are lexical (strings, comments, brackets,
 //! indentation); see docs/architecture.md ("CodeMap") for the decision and its cost.
 
+pub mod cache;
+pub mod cursor;
+pub mod gitignore;
 pub mod lang;
 pub mod lex;
 pub mod outline;
+pub mod rank;
+pub mod references;
+pub mod repo_map;
+pub mod walk;
 
 pub use lang::Language;
 

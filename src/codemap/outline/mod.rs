@@ -27,15 +27,19 @@ pub const MAX_DEPTH: usize = 48;
 pub const MAX_SYMBOLS: usize = 20_000;
 
 pub fn outline(lang: Language, src: &[u8]) -> Vec<Symbol> {
-    let lx = lex::lex(lang, src);
+    outline_lexed(lang, &lex::lex(lang, src))
+}
+
+/// The outline of an already lexed file (`lx` from `lex::lex(lang, …)`).
+pub fn outline_lexed(lang: Language, lx: &Lexed) -> Vec<Symbol> {
     let mut b = Builder::default();
     match lang {
-        Language::Rust => rust::outline(&lx, &mut b),
-        Language::Python => python::outline(&lx, &mut b),
-        Language::JavaScript | Language::TypeScript => js::outline(&lx, &mut b, lang),
-        Language::Go => go::outline(&lx, &mut b),
-        Language::C | Language::Cpp => c::outline(&lx, &mut b, lang),
-        Language::Java => java::outline(&lx, &mut b),
+        Language::Rust => rust::outline(lx, &mut b),
+        Language::Python => python::outline(lx, &mut b),
+        Language::JavaScript | Language::TypeScript => js::outline(lx, &mut b, lang),
+        Language::Go => go::outline(lx, &mut b),
+        Language::C | Language::Cpp => c::outline(lx, &mut b, lang),
+        Language::Java => java::outline(lx, &mut b),
     }
     b.finish()
 }
