@@ -454,12 +454,21 @@ impl Reader<'_, '_> {
             } else {
                 (Kind::Function, parent)
             };
+            // A method of a class declared in this file names it as its parent.
+            let class = (proto && owner.is_none() && segs.len() >= 3)
+                .then(|| lx.name(segs[segs.len() - 3]));
             if lx.is_ident(f + 1) {
                 // `a.b = function b() {…}`: the function's own name is the one tagged.
-                self.function(f, hi, Some(kind), owner, depth);
+                let (_, id) = self.function(f, hi, Some(kind), owner, depth);
+                if let Some(c) = class {
+                    self.b.set_parent_name(id, c);
+                }
                 return;
             }
             let id = self.b.add(last, kind, lx.line(j), owner);
+            if let Some(c) = class {
+                self.b.set_parent_name(id, c);
+            }
             let (after, _) = self.function(f, hi, None, id, depth);
             self.b.end(id, lx.line(after.saturating_sub(1)));
         } else if lx.is(v, b'{') && self.keyed_object(v) && !this {

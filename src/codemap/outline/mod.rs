@@ -95,6 +95,13 @@ impl Builder {
         }
     }
 
+    /// Name the parent of `id` when it is known only by name (declared elsewhere).
+    pub fn set_parent_name(&mut self, id: Id, parent: String) {
+        if let Some(e) = id.and_then(|i| self.entries.get_mut(i)) {
+            e.parent_name = Some(parent);
+        }
+    }
+
     pub fn kind(&self, id: Id) -> Option<Kind> {
         id.and_then(|i| self.entries.get(i)).map(|e| e.kind)
     }

@@ -4,7 +4,7 @@
 use crate::codemap::references::Refs;
 use crate::codemap::repo_map::MapPage;
 use crate::codemap::walk::Truncated;
-use crate::codemap::{Language, MAX_SCAN_BYTES, Symbol};
+use crate::codemap::{Kind, Language, MAX_SCAN_BYTES, Symbol};
 use crate::tools::envelope::{Envelope, NextAction, ToolOutput};
 use crate::tools::name::ToolName;
 use serde_json::{Value, json};
@@ -75,7 +75,18 @@ pub fn outline(
     if omitted > 0 {
         let _ = writeln!(text, "… {omitted} more definitions not shown");
     }
-    let first = kept.iter().find(|s| s.end_line > s.line).or(kept.first());
+    // The example read: a function's body if there is one, not a whole module.
+    let spans = |s: &&Symbol| s.end_line > s.line;
+    let first = kept
+        .iter()
+        .filter(spans)
+        .find(|s| matches!(s.kind, Kind::Function | Kind::Method))
+        .or_else(|| {
+            kept.iter()
+                .filter(spans)
+                .find(|s| !matches!(s.kind, Kind::Module | Kind::Namespace | Kind::Impl))
+        })
+        .or(kept.first());
     let next = first.map(|s| {
         let mut n = read_next(canonical, "Read only the definition you need.");
         n.arguments =
