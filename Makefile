@@ -59,6 +59,7 @@ bench:
 	$(CARGO) bench --bench shell
 	$(CARGO) bench --bench files
 	$(CARGO) bench --bench history
+	$(CARGO) bench --bench codemap
 	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture
