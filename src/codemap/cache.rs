@@ -15,6 +15,7 @@ use super::walk::{self, Meta, Visit};
 use super::{Language, MAX_SCAN_BYTES, Symbol, outline};
 use crate::lru::Lru;
 use parking_lot::Mutex;
+use std::fs::File;
 use std::sync::Arc;
 
 /// Files remembered: a 20,000-file repository map stays warm; with a typical few dozen
@@ -135,9 +136,9 @@ impl SymbolCache {
     }
 
     /// The entry of `key` if its stamps are still `meta`.
-    pub fn get(&self, key: &str, meta: Meta) -> Option<Arc<Scanned>> {
+    pub fn get(&self, key: &String, meta: Meta) -> Option<Arc<Scanned>> {
         let mut map = self.map.lock();
-        match map.get(&key.to_string()) {
+        match map.get(key) {
             Some((m, s)) if *m == meta => Some(s.clone()),
             _ => None,
         }
@@ -148,33 +149,53 @@ impl SymbolCache {
         map.insert(key, (meta, scanned));
         map.evict(self.limit, |_| true);
     }
+}
 
-    /// The visited file `v` (absolute path `key`) scanned: from the cache when unchanged,
-    /// else read (without following a symlink) and remembered. `None` when it cannot be
-    /// read (gone, unreadable, replaced meanwhile).
-    pub fn scanned(&self, key: &str, v: &Visit) -> Option<Arc<Scanned>> {
-        if let Some(s) = self.get(key, v.meta) {
-            return Some(s);
-        }
+/// A file to read for the cache: opened (without following a symlink) by the walk,
+/// read and scanned later, possibly on another thread.
+pub struct Job {
+    pub key: String,
+    pub meta: Meta,
+    pub lang: Option<Language>,
+    file: Option<File>,
+}
+
+impl Job {
+    /// The job for visited file `v` (absolute path `key`); `None` when it cannot be opened
+    /// (gone, unreadable, replaced meanwhile).
+    pub fn open(key: String, v: &Visit) -> Option<Job> {
         let lang = Language::of_path(std::path::Path::new(v.rel));
-        let scanned = if v.meta.size > MAX_SCAN_BYTES {
-            Scanned {
-                lang,
+        // Over the limit: listed by path only, never read.
+        let file = if v.meta.size > MAX_SCAN_BYTES {
+            None
+        } else {
+            Some(walk::open(v).ok()?)
+        };
+        Some(Job {
+            key,
+            meta: v.meta,
+            lang,
+            file,
+        })
+    }
+
+    /// Read and scan: the whole file for a language CodeMap reads, its first bytes
+    /// otherwise. `None` when the read fails.
+    pub fn run(self) -> Option<Scanned> {
+        let Some(file) = self.file else {
+            return Some(Scanned {
+                lang: self.lang,
                 too_large: true,
                 ..Scanned::default()
-            }
-        } else {
-            let limit = if lang.is_some() {
-                MAX_SCAN_BYTES
-            } else {
-                SNIFF_BYTES
-            };
-            let bytes = walk::read_limited(walk::open(v).ok()?, limit).ok()?;
-            scan(lang, &bytes)
+            });
         };
-        let scanned = Arc::new(scanned);
-        self.put(key.to_string(), v.meta, scanned.clone());
-        Some(scanned)
+        let limit = if self.lang.is_some() {
+            MAX_SCAN_BYTES
+        } else {
+            SNIFF_BYTES
+        };
+        let bytes = walk::read_limited(file, limit).ok()?;
+        Some(scan(self.lang, &bytes))
     }
 }
 
@@ -211,13 +232,13 @@ mod tests {
             m,
             Arc::new(scan(Some(Language::Rust), b"fn a() {}")),
         );
-        assert_eq!(c.get("/a", m).unwrap().symbols[0].name, "a");
-        assert!(c.get("/a", Meta { mtime_ns: 5, ..m }).is_none());
-        assert!(c.get("/a", Meta { ino: 9, ..m }).is_none());
+        assert_eq!(c.get(&"/a".into(), m).unwrap().symbols[0].name, "a");
+        assert!(c.get(&"/a".into(), Meta { mtime_ns: 5, ..m }).is_none());
+        assert!(c.get(&"/a".into(), Meta { ino: 9, ..m }).is_none());
         c.put("/b".into(), m, Arc::new(Scanned::default()));
         c.put("/c".into(), m, Arc::new(Scanned::default()));
         assert_eq!(c.len(), 2);
-        assert!(c.get("/a", m).is_none(), "the oldest is evicted");
+        assert!(c.get(&"/a".into(), m).is_none(), "the oldest is evicted");
     }
 
     #[test]

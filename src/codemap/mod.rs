@@ -14,6 +14,7 @@
 //! Invariant: no grammar crate — the scanners are lexical (strings, comments, brackets,
 //! indentation); see docs/architecture.md ("CodeMap") for the decision and its cost.
 
+pub mod batch;
 pub mod cache;
 pub mod cursor;
 pub mod gitignore;

@@ -8,10 +8,12 @@
 //! Bounds: the walk's limits; at most [`MAX_COLLECTED`] occurrences are kept for sorting
 //! (the rest are counted); the answer holds at most `limit`.
 
-use super::cache::{self, SymbolCache};
+use super::batch::{self, BATCH};
+use super::cache::{self, Scanned, SymbolCache};
 use super::lex::{self, Tk};
-use super::walk::{self, Limits, Walked};
+use super::walk::{self, Limits, Meta, Walked};
 use super::{Kind, Language, MAX_SCAN_BYTES};
+use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,6 +29,8 @@ pub struct RefRequest<'a> {
     /// Search this one file (path relative to `base`) instead of all of `root`.
     pub only: Option<&'a str>,
     pub limit: usize,
+    /// Threads that read and lex files.
+    pub threads: usize,
     pub limits: Limits,
 }
 
@@ -54,11 +58,98 @@ pub struct Refs {
     pub walked: Walked,
 }
 
+/// A file to search, opened by the walk.
+struct Job {
+    rel: String,
+    key: String,
+    meta: Meta,
+    lang: Language,
+    file: File,
+    cached: Option<Arc<Scanned>>,
+}
+
+/// What one file gave: its occurrences (at most [`MAX_COLLECTED`]), how many there were,
+/// and its scan when the cache lacked it.
+struct Done {
+    occurrences: Vec<Occurrence>,
+    count: usize,
+    fresh: Option<(String, Meta, Arc<Scanned>)>,
+}
+
+fn search(job: Job, name: &[u8]) -> Option<Done> {
+    let bytes = walk::read_limited(job.file, MAX_SCAN_BYTES).ok()?;
+    if cache::is_binary(&bytes) {
+        let fresh = (job.cached.is_none()).then(|| {
+            (
+                job.key,
+                job.meta,
+                Arc::new(cache::scan(Some(job.lang), &bytes)),
+            )
+        });
+        return Some(Done {
+            occurrences: Vec::new(),
+            count: 0,
+            fresh,
+        });
+    }
+    let lx = lex::lex(job.lang, &bytes);
+    let (scanned, fresh) = match job.cached {
+        Some(s) => (s, None),
+        None => {
+            let s = Arc::new(cache::scan_lexed(job.lang, &lx));
+            (s.clone(), Some((job.key, job.meta, s)))
+        }
+    };
+    let mut done = Done {
+        occurrences: Vec::new(),
+        count: 0,
+        fresh,
+    };
+    if !scanned.idents.may_contain(name) {
+        return Some(done);
+    }
+    for (i, t) in lx.toks.iter().enumerate() {
+        if t.kind != Tk::Ident || lx.text(i) != name {
+            continue;
+        }
+        done.count += 1;
+        if done.occurrences.len() >= MAX_COLLECTED {
+            continue;
+        }
+        let definition = scanned
+            .symbols
+            .iter()
+            .find(|s| s.line == t.line && s.name.as_bytes() == name)
+            .map(|s| s.kind);
+        done.occurrences.push(Occurrence {
+            path: job.rel.clone(),
+            line: t.line,
+            column: t.col + 1,
+            definition,
+            text: line_text(&bytes, t.start as usize),
+        });
+    }
+    Some(done)
+}
+
 pub fn references(req: RefRequest, cache: &SymbolCache) -> std::io::Result<Refs> {
     let base_str = req.base.to_string_lossy().into_owned();
     let name = req.name.as_bytes();
     let mut out = Refs::default();
     let mut found: Vec<Occurrence> = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    let flush = |jobs: &mut Vec<Job>, out: &mut Refs, found: &mut Vec<Occurrence>| {
+        let done = batch::map_in_order(std::mem::take(jobs), req.threads, |job| search(job, name));
+        for d in done.into_iter().flatten() {
+            out.files_read += 1;
+            out.total += d.count;
+            if let Some((key, meta, s)) = d.fresh {
+                cache.put(key, meta, s);
+            }
+            let room = MAX_COLLECTED.saturating_sub(found.len());
+            found.extend(d.occurrences.into_iter().take(room));
+        }
+    };
     let mut visit = |v: &walk::Visit| {
         if req.only.is_some_and(|o| o != v.rel) {
             return;
@@ -78,49 +169,23 @@ pub fn references(req: RefRequest, cache: &SymbolCache) -> std::io::Result<Refs>
             out.files_filtered += 1;
             return;
         }
-        let Some(bytes) = walk::open(v)
-            .and_then(|f| walk::read_limited(f, MAX_SCAN_BYTES))
-            .ok()
-        else {
+        let Ok(file) = walk::open(v) else {
             return;
         };
-        out.files_read += 1;
-        if cache::is_binary(&bytes) {
-            cache.put(key, v.meta, Arc::new(cache::scan(Some(lang), &bytes)));
-            return;
-        }
-        let lx = lex::lex(lang, &bytes);
-        let scanned = match cached {
-            Some(s) => s,
-            None => {
-                let s = Arc::new(cache::scan_lexed(lang, &lx));
-                cache.put(key, v.meta, s.clone());
-                s
-            }
-        };
-        for (i, t) in lx.toks.iter().enumerate() {
-            if t.kind != Tk::Ident || lx.text(i) != name {
-                continue;
-            }
-            out.total += 1;
-            if found.len() >= MAX_COLLECTED {
-                continue;
-            }
-            let definition = scanned
-                .symbols
-                .iter()
-                .find(|s| s.line == t.line && s.name.as_bytes() == name)
-                .map(|s| s.kind);
-            found.push(Occurrence {
-                path: v.rel.to_string(),
-                line: t.line,
-                column: t.col + 1,
-                definition,
-                text: line_text(&bytes, t.start as usize),
-            });
+        jobs.push(Job {
+            rel: v.rel.to_string(),
+            key,
+            meta: v.meta,
+            lang,
+            file,
+            cached,
+        });
+        if jobs.len() >= BATCH {
+            flush(&mut jobs, &mut out, &mut found);
         }
     };
     let walked = walk::walk(req.base, req.root, req.limits, &mut visit)?;
+    flush(&mut jobs, &mut out, &mut found);
     // One definition per (file, line): a name repeated on its own definition line (a
     // recursive call) is a use.
     let mut seen = std::collections::HashSet::new();

@@ -10,7 +10,8 @@
 //! [`MAX_SCANNED_FILES`] are ranked by path alone; a page holds at most `limit` files and
 //! stops early at [`MAX_PAGE_BYTES`] of estimated output.
 
-use super::cache::{Scanned, SymbolCache};
+use super::batch::{self, BATCH};
+use super::cache::{Job, Scanned, SymbolCache};
 use super::rank::{Query, score, top_symbols};
 use super::walk::{self, Limits, Walked};
 use super::{Language, Symbol, cursor};
@@ -37,6 +38,8 @@ pub struct MapRequest<'a> {
     pub limit: usize,
     /// Files the session read or edited, most recent first (absolute canonical paths).
     pub recent: &'a [PathBuf],
+    /// Threads that read and scan files the cache lacks.
+    pub threads: usize,
     pub limits: Limits,
 }
 
@@ -82,6 +85,28 @@ struct Found {
     scanned: Option<Arc<Scanned>>,
 }
 
+/// Scan the pending jobs on `threads` threads; remember each result and give it to its
+/// file.
+fn scan_batch(
+    jobs: &mut Vec<(usize, Job)>,
+    found: &mut [Found],
+    cache: &SymbolCache,
+    threads: usize,
+) {
+    let batch = std::mem::take(jobs);
+    let done = batch::map_in_order(batch, threads, |(index, job)| {
+        let (key, meta) = (job.key.clone(), job.meta);
+        (index, key, meta, job.run())
+    });
+    for (index, key, meta, scanned) in done {
+        if let Some(s) = scanned {
+            let s = Arc::new(s);
+            cache.put(key, meta, s.clone());
+            found[index].scanned = Some(s);
+        }
+    }
+}
+
 pub fn map(req: MapRequest, cache: &SymbolCache) -> Result<MapPage, MapError> {
     let wanted = match req.cursor {
         Some(c) => Some(cursor::decode(c).map_err(|_| MapError::BadCursor)?),
@@ -93,20 +118,34 @@ pub fn map(req: MapRequest, cache: &SymbolCache) -> Result<MapPage, MapError> {
     hash.update(req.root.as_os_str().as_encoded_bytes());
     hash.update([0]);
     hash.update(req.query.as_bytes());
+    // Files the cache lacks, opened by the walk and scanned a batch at a time.
+    let mut jobs: Vec<(usize, Job)> = Vec::new();
     let mut visit = |v: &walk::Visit| {
         hash.update(v.rel.as_bytes());
         hash.update(v.meta.size.to_le_bytes());
         hash.update(v.meta.mtime_ns.to_le_bytes());
         hash.update(v.meta.ino.to_le_bytes());
-        let scanned = (found.len() < MAX_SCANNED_FILES)
-            .then(|| cache.scanned(&format!("{base_str}/{}", v.rel), v))
-            .flatten();
+        let index = found.len();
+        let mut scanned = None;
+        if index < MAX_SCANNED_FILES {
+            let key = format!("{base_str}/{}", v.rel);
+            scanned = cache.get(&key, v.meta);
+            if scanned.is_none()
+                && let Some(job) = Job::open(key, v)
+            {
+                jobs.push((index, job));
+            }
+        }
         found.push(Found {
             rel: v.rel.to_string(),
             scanned,
         });
+        if jobs.len() >= BATCH {
+            scan_batch(&mut jobs, &mut found, cache, req.threads);
+        }
     };
     let walked = walk::walk(req.base, req.root, req.limits, &mut visit).map_err(MapError::Io)?;
+    scan_batch(&mut jobs, &mut found, cache, req.threads);
     let snapshot: String = hash.finalize()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -123,14 +162,27 @@ pub fn map(req: MapRequest, cache: &SymbolCache) -> Result<MapPage, MapError> {
         .filter(|f| f.scanned.as_ref().is_some_and(|s| s.binary))
         .count();
     let unscanned = found.len().saturating_sub(MAX_SCANNED_FILES);
+    // Recent files by path relative to the base, with their recency rank.
+    let recent: std::collections::HashMap<String, usize> = req
+        .recent
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            Some((
+                p.strip_prefix(req.base)
+                    .ok()?
+                    .to_string_lossy()
+                    .into_owned(),
+                i,
+            ))
+        })
+        .collect();
     let mut ranked: Vec<(i64, &Found)> = found
         .iter()
         .filter(|f| !f.scanned.as_ref().is_some_and(|s| s.binary))
         .map(|f| {
             let s = f.scanned.as_deref().unwrap_or(&empty);
-            let abs = req.base.join(&f.rel);
-            let recent = req.recent.iter().position(|r| *r == abs);
-            (score(&q, &f.rel, s, recent), f)
+            (score(&q, &f.rel, s, recent.get(&f.rel).copied()), f)
         })
         .collect();
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.rel.cmp(&b.1.rel)));

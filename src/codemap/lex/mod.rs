@@ -289,17 +289,24 @@ impl<'s> Scan<'s> {
         }
     }
 
-    /// Display column of byte offset `pos` on the current line.
-    fn col(&self, pos: usize) -> u32 {
+    /// Display column of a token at `start` on the line beginning at `line_pos`: tabs
+    /// expand to multiples of 8 in the indentation (what Python compares); after the first
+    /// non-blank byte, every byte counts one (so this costs no more than the indentation).
+    fn col(&self, line_pos: usize, start: usize) -> u32 {
         let mut col = 0u32;
-        for &b in self.src.get(self.line_pos..pos).unwrap_or(&[]) {
+        let before = self.src.get(line_pos..start).unwrap_or(&[]);
+        let indent = before
+            .iter()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        for &b in &before[..indent] {
             col = if b == b'\t' {
                 (col / 8 + 1) * 8
             } else {
                 col + 1
             };
         }
-        col
+        col + (before.len() - indent) as u32
     }
 
     /// Record the token `start..self.i` that began on line `line` at `line_pos`.
@@ -310,20 +317,7 @@ impl<'s> Scan<'s> {
         if self.toks.last().is_some_and(|t| t.end as usize == start) {
             flags |= GLUED;
         }
-        let col = if line == self.line {
-            self.col(start)
-        } else {
-            // A token that spans lines: its column on its first line.
-            let mut col = 0u32;
-            for &b in self.src.get(line_pos..start).unwrap_or(&[]) {
-                col = if b == b'\t' {
-                    (col / 8 + 1) * 8
-                } else {
-                    col + 1
-                };
-            }
-            col
-        };
+        let col = self.col(line_pos, start);
         self.toks.push(Token {
             kind,
             flags,

@@ -90,6 +90,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 name,
                 only: only.as_deref(),
                 limit: MAX_REFERENCES,
+                threads: ctx.read_parallelism,
                 limits: limits(),
             };
             let refs = references::references(req, &ctx.states.codemap).map_err(io_error(root))?;
@@ -114,6 +115,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 cursor,
                 limit: PAGE_FILES,
                 recent: &recent,
+                threads: ctx.read_parallelism,
                 limits: limits(),
             };
             match repo_map::map(req, &ctx.states.codemap) {
