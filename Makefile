@@ -10,7 +10,7 @@ MCP_SDK_VERSION := 2.3.0
 TS_SDK_VERSION := 1.32.2
 NODE_SDK := target/node
 
-.PHONY: build run test lint fmt bench venv node-sdk shells clean
+.PHONY: build run test lint fmt bench venv node-sdk shells ctags clean
 
 build:
 	$(CARGO) build --release --bins
@@ -51,7 +51,14 @@ shells:
 		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q zsh >/dev/null; }
 	@command -v zsh >/dev/null || { echo "zsh is required by the tests and could not be installed" >&2; exit 1; }
 
-test: lint venv node-sdk shells
+# tests/codemap_ctags.rs compares CodeMap's outlines with Universal Ctags': installed
+# from Debian's packages when missing (as root, else through sudo), like zsh above.
+ctags:
+	@ctags --version 2>/dev/null | grep -q Universal || $(SUDO) apt-get install -y -q universal-ctags >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q universal-ctags >/dev/null; }
+	@ctags --version 2>/dev/null | grep -q Universal || { echo "Universal Ctags is required by the tests and could not be installed" >&2; exit 1; }
+
+test: lint venv node-sdk shells ctags
 	WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) $(CARGO) test
 
 bench:
