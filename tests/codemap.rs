@@ -368,3 +368,40 @@ fn a_directory_of_100_000_files_gives_a_bounded_page() {
     assert!(d["total_files"].as_u64().unwrap() <= 100_000);
     assert!(text(&r).len() < 32 * 1024);
 }
+
+/// The server's own state never appears in a map or a search, even when the workspace
+/// holds it.
+#[test]
+fn the_servers_own_state_is_never_walked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    write(&ws, "src/app.rs", b"fn app() { winx_secret_name(); }\n");
+    let mut a = Agent::spawn_with(Opts {
+        env: &[("WINX_RUNTIME", "embedded")],
+        state: Some(ws.join("state")),
+        workspace: Some(ws.clone()),
+        ..Default::default()
+    });
+    let s = a.first_call();
+    write(&ws, "state/planted.rs", b"fn winx_secret_name() {}\n");
+    let r = code_map(&mut a, &s, json!({"operation": "outline"}));
+    let paths: Vec<&str> = sc(&r)["data"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["src/app.rs"], "{r}");
+    let r = code_map(
+        &mut a,
+        &s,
+        json!({"operation": "references", "name": "winx_secret_name"}),
+    );
+    assert_eq!(sc(&r)["data"]["total"], 1, "{r}");
+    let r = code_map(
+        &mut a,
+        &s,
+        json!({"operation": "outline", "path": "state/planted.rs"}),
+    );
+    assert_eq!(sc(&r)["errorCode"], "path_outside_allowed_roots", "{r}");
+}

@@ -7,8 +7,9 @@
 //! byte order of their names (depth first), so two walks of an unchanged tree agree.
 //!
 //! Skipped: symlinks, anything not a directory or regular file, VCS directories (`.git`,
-//! `.hg`, `.svn`), winx's own `.winx`, and what `.gitignore` files ignore (those of the
-//! directories between the base and the walked root count too).
+//! `.hg`, `.svn`), winx's own `.winx`, what `.gitignore` files ignore (those of the
+//! directories between the base and the walked root count too), and the paths the caller
+//! excludes (the server's own state and credentials, `Limits::exclude`).
 //!
 //! Invariant: a walk reads at most `Limits::max_entries` directory entries, descends at
 //! most [`MAX_DIR_DEPTH`] levels and stops at its deadline; it then reports which bound
@@ -87,6 +88,9 @@ pub struct Walked {
 pub struct Limits {
     pub max_entries: usize,
     pub deadline: Deadline,
+    /// Paths (relative to the base) never entered or visited: the server's own state and
+    /// credentials when they lie inside the walked tree.
+    pub exclude: Vec<String>,
 }
 
 struct Walker<'v> {
@@ -243,6 +247,10 @@ impl Walker<'_> {
         };
         let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         let rel = format!("{prefix}{}", String::from_utf8_lossy(bytes));
+        if self.limits.exclude.contains(&rel) {
+            self.out.ignored += 1;
+            return;
+        }
         if fmt == SFlag::S_IFLNK {
             self.out.symlinks += 1;
         } else if fmt == SFlag::S_IFDIR {
@@ -270,5 +278,72 @@ impl Walker<'_> {
             };
             (self.visit)(&v);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn limits(max_entries: usize) -> Limits {
+        Limits {
+            max_entries,
+            deadline: Deadline::after("test walk", Duration::from_secs(30)),
+            exclude: vec!["skip".into()],
+        }
+    }
+
+    fn rels(base: &Path, root: &Path, max: usize) -> (Vec<String>, Walked) {
+        let mut seen = Vec::new();
+        let walked = walk(base, root, limits(max), &mut |v| {
+            seen.push(v.rel.to_string())
+        })
+        .unwrap();
+        (seen, walked)
+    }
+
+    #[test]
+    fn order_links_ignores_and_bounds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        for f in [
+            "b/2.rs",
+            "b/1.rs",
+            "a.rs",
+            "skip/x.rs",
+            ".git/config",
+            "out/gen.rs",
+        ] {
+            let p = base.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+        }
+        std::fs::write(base.join(".gitignore"), "out/\n").unwrap();
+        std::os::unix::fs::symlink("/etc", base.join("link")).unwrap();
+        let (seen, walked) = rels(&base, &base, 1000);
+        assert_eq!(seen, [".gitignore", "a.rs", "b/1.rs", "b/2.rs"]);
+        assert_eq!((walked.symlinks, walked.truncated), (1, None));
+        assert_eq!(walked.ignored, 3, ".git, out/ and the excluded skip/");
+        // A subdirectory keeps paths relative to the base.
+        assert_eq!(rels(&base, &base.join("b"), 1000).0, ["b/1.rs", "b/2.rs"]);
+        // The entry budget stops the walk and says so.
+        let (_, walked) = rels(&base, &base, 3);
+        assert_eq!(walked.truncated, Some(Truncated::Entries(3)));
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let mut deep = base.clone();
+        for _ in 0..MAX_DIR_DEPTH + 3 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("x.rs"), "x").unwrap();
+        let (seen, walked) = rels(&base, &base, 100_000);
+        assert!(seen.is_empty());
+        assert_eq!(walked.truncated, Some(Truncated::Depth));
     }
 }

@@ -71,9 +71,17 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     } else {
         target.path.parent().unwrap_or(Path::new("/"))
     };
+    // The server's own state and credentials are never walked, even inside a workspace.
+    let exclude: Vec<String> = ctx
+        .allow_paths
+        .protected_within(workspace, &target.path)
+        .iter()
+        .filter_map(|p| Some(p.strip_prefix(base).ok()?.to_string_lossy().into_owned()))
+        .collect();
     let limits = || Limits {
         max_entries: MAX_WALK_ENTRIES,
         deadline: Deadline::after("CodeMap walk", WALK_BUDGET),
+        exclude: exclude.clone(),
     };
     match operation {
         "references" => {
