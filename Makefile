@@ -10,7 +10,7 @@ MCP_SDK_VERSION := 2.3.0
 TS_SDK_VERSION := 1.32.2
 NODE_SDK := target/node
 
-.PHONY: build run test lint fmt bench venv node-sdk shells browser clean
+.PHONY: build run test lint fmt bench venv node-sdk shells browser ctags clean
 
 build:
 	$(CARGO) build --release --bins
@@ -58,7 +58,14 @@ browser:
 		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q chromium >/dev/null; }
 	@command -v chromium >/dev/null || { echo "chromium is required by the report tests and could not be installed" >&2; exit 1; }
 
-test: lint venv node-sdk shells browser
+# tests/codemap_ctags.rs compares CodeMap's outlines with Universal Ctags': installed
+# from Debian's packages when missing (as root, else through sudo), like zsh above.
+ctags:
+	@ctags --version 2>/dev/null | grep -q Universal || $(SUDO) apt-get install -y -q universal-ctags >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q universal-ctags >/dev/null; }
+	@ctags --version 2>/dev/null | grep -q Universal || { echo "Universal Ctags is required by the tests and could not be installed" >&2; exit 1; }
+
+test: lint venv node-sdk shells browser ctags
 	WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) $(CARGO) test
 
 bench:
@@ -67,6 +74,7 @@ bench:
 	$(CARGO) bench --bench files
 	$(CARGO) bench --bench history
 	$(CARGO) bench --bench usage
+	$(CARGO) bench --bench codemap
 	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture

@@ -6,6 +6,7 @@
 pub mod adapter;
 pub mod alloc;
 pub mod build_info;
+pub mod codemap;
 pub mod config;
 pub mod daemon;
 pub mod deadline;

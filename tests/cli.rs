@@ -87,6 +87,7 @@ fn profiles_filter_the_catalog() {
                 "EditFiles",
                 "VerifyEdit",
                 "UndoEdit",
+                "CodeMap",
                 "ContextSave",
                 "Execution",
             ][..],
@@ -103,12 +104,19 @@ fn profiles_filter_the_catalog() {
                 "EditFiles",
                 "VerifyEdit",
                 "UndoEdit",
+                "CodeMap",
                 "Execution",
             ],
         ),
         (
             "read-only",
-            &["Initialize", "ReadFiles", "ReadImage", "Execution"],
+            &[
+                "Initialize",
+                "ReadFiles",
+                "ReadImage",
+                "CodeMap",
+                "Execution",
+            ],
         ),
         ("terminal", &["Initialize", "BashCommand", "Execution"]),
     ] {

@@ -96,6 +96,18 @@ impl Coverage {
         }
     }
 
+    /// The `limit` files this session read or edited most recently, newest first.
+    pub fn recent(&self, limit: usize) -> Vec<PathBuf> {
+        let all = self.inner.lock();
+        let mut files: Vec<(&PathBuf, u64)> = all.entries.iter().map(|(p, e)| (p, e.seq)).collect();
+        files.sort_unstable_by_key(|&(_, seq)| std::cmp::Reverse(seq));
+        files
+            .into_iter()
+            .take(limit)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
     /// Does the session hold a permit for `path` at exactly `revision`?
     pub fn holds(&self, path: &Path, revision: &str) -> bool {
         matches!(self.inner.lock().entries.get(path), Some(e) if e.revision == revision)

@@ -79,6 +79,17 @@ impl AllowPaths {
             .map(PathBuf::as_path)
     }
 
+    /// The server's own files and directories inside `root` that a session bound to
+    /// `workspace` may not read: what a walk of `root` must leave out.
+    pub fn protected_within(&self, workspace: &Path, root: &Path) -> Vec<PathBuf> {
+        self.secret_files
+            .iter()
+            .chain(&self.private_dirs)
+            .filter(|p| p.starts_with(root) && self.protected(workspace, p).is_some())
+            .cloned()
+            .collect()
+    }
+
     /// Why `path` (canonical) is one of the server's own files, if it is.
     fn protected(&self, workspace: &Path, path: &Path) -> Option<String> {
         if let Some(f) = self.secret_files.iter().find(|f| path == f.as_path()) {

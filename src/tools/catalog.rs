@@ -69,6 +69,7 @@ fn schema(name: ToolName) -> Value {
         ToolName::VerifyEdit => verify_edit(),
         ToolName::ContextSave => context_save(),
         ToolName::Execution => execution(),
+        ToolName::CodeMap => code_map(),
         // Unimplemented tools are filtered out by `ToolPolicy::served`.
         other => json!({"name": other.as_str()}),
     }
@@ -165,7 +166,7 @@ fn read_image() -> Value {
     });
     tool(
         ToolName::ReadImage,
-        "View a JPEG, PNG, GIF or WebP file as image content (format sniffed from the bytes). Large images are resized to at most 2560 px and 2 MiB; an unchanged repeat returns a short reference.",
+        "View a JPEG, PNG, GIF or WebP file as image content. Large images are resized to at most 2560 px and 2 MiB; an unchanged repeat returns a short reference.",
         bound(
             props.as_object().cloned().unwrap_or_default(),
             &["file_path"],
@@ -332,6 +333,30 @@ fn execution() -> Value {
         ToolName::Execution,
         "History of this session's commands: list, get, page output/screen by cursor, observe several, wait for changes. Read-only.",
         bound(props.as_object().cloned().unwrap_or_default(), &["action"]),
+        Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+    )
+}
+
+/// Kept to the bone: `tools/list` has little room left (`CATALOG_BUDGET_BYTES`); the
+/// description says what each argument is for.
+fn code_map() -> Value {
+    let s = json!({"type": "string"});
+    let props = json!({
+        "operation": {"enum": ["outline", "references"]},
+        "path": s, "query": s, "name": s, "cursor": s,
+    });
+    tool(
+        ToolName::CodeMap,
+        "Before broad reads: outline a file (definitions with line ranges) or directory (files ranked by query; cursor pages); references of name, definitions first.",
+        bound(
+            props.as_object().cloned().unwrap_or_default(),
+            &["operation"],
+        ),
         Annotations {
             read_only: true,
             destructive: false,

@@ -119,6 +119,20 @@ pub enum ToolError {
         detail: String,
         pair: Option<SessionPair>,
     },
+    /// A CodeMap path outside the allowed roots (a symlink out of them included),
+    /// missing, or neither a regular file nor a directory; `code` says which.
+    PathUnusable {
+        path: String,
+        code: ErrorCode,
+        detail: String,
+    },
+    /// A repository-map cursor from another snapshot of the tree (`stale`), or not a
+    /// CodeMap cursor at all; `retry` is the same call without it.
+    MapCursor {
+        stale: bool,
+        snapshot_hash: Option<String>,
+        retry: Value,
+    },
 }
 
 /// The `thread_id` + `workspace_root` pair, for next actions that must carry it.
@@ -248,6 +262,19 @@ impl ToolError {
             ToolError::HistoryUnavailable { .. } => {
                 m(Status::Failed, ErrorCode::HistoryUnavailable, true, true)
             }
+            ToolError::PathUnusable { code, .. } => match code {
+                ErrorCode::PathOutsideAllowedRoots => m(Status::PolicyBlocked, *code, false, false),
+                ErrorCode::IoError => m(Status::Failed, *code, true, true),
+                _ => m(Status::InvalidInput, *code, false, false),
+            },
+            ToolError::MapCursor { stale, .. } => {
+                let code = if *stale {
+                    ErrorCode::StaleCursor
+                } else {
+                    ErrorCode::InvalidCursor
+                };
+                m(Status::InvalidInput, code, true, false)
+            }
         }
     }
 
@@ -352,6 +379,20 @@ impl ToolError {
             ToolError::HistoryUnavailable { detail } => {
                 format!("the execution history is unavailable: {detail}")
             }
+            ToolError::PathUnusable { path, detail, .. } => format!("{path}: {detail}"),
+            ToolError::MapCursor {
+                stale: true,
+                snapshot_hash,
+                ..
+            } => format!(
+                "the repository map changed since this cursor was made (snapshot now {}): \
+                 files were added, removed or edited, or the query differs; start again \
+                 without the cursor",
+                snapshot_hash.as_deref().unwrap_or("unknown")
+            ),
+            ToolError::MapCursor { .. } => {
+                "invalid cursor: not a CodeMap cursor; start again without it".into()
+            }
             ToolError::NotRegularFile { path, kind } => format!(
                 "{path} is {}, not a regular file; file tools read and write only regular \
                  files (it was not opened, so nothing could block on it)",
@@ -416,6 +457,11 @@ impl ToolError {
                 arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
                                   "action_json": {"status_check": true}}),
             }),
+            ToolError::MapCursor { retry, .. } => Some(NextAction {
+                tool: "CodeMap".into(),
+                instruction: "Map again from the first page.".into(),
+                arguments: retry.clone(),
+            }),
             ToolError::WaitPolicyIncompatible { corrected } => Some(NextAction {
                 tool: "BashCommand".into(),
                 instruction: "Retry with wait_policy return_early.".into(),
@@ -445,6 +491,10 @@ impl ToolError {
                 json!({"path": path, "fileType": kind.describe()})
             }
             ToolError::Runtime { error, .. } => json!({"cause": error}),
+            ToolError::PathUnusable { path, .. } => json!({"path": path}),
+            ToolError::MapCursor { snapshot_hash, .. } => {
+                json!({"snapshot_hash": snapshot_hash})
+            }
             _ => json!({}),
         };
         let envelope = Envelope {
@@ -525,38 +575,5 @@ impl From<crate::session::SessionError> for ToolError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tools::name::ToolName;
-
-    #[test]
-    fn needs_initialize_points_at_first_call() {
-        let out = ToolError::NeedsInitialize {
-            reason: "missing thread_id".into(),
-            workspace_root: Some("/w".into()),
-        }
-        .into_output(ToolName::ReadFiles);
-        let e = &out.envelope;
-        assert_eq!(e.status, Status::NeedsInitialize);
-        assert_eq!(e.error_code, Some(ErrorCode::NeedsInitialize));
-        let next = e.next_action.as_ref().unwrap();
-        assert_eq!(next.tool, "Initialize");
-        assert_eq!(next.arguments["workspace_root"], "/w");
-        assert!(out.to_result()["isError"].as_bool().unwrap());
-    }
-
-    #[test]
-    fn conflict_names_the_bound_pair() {
-        let out = ToolError::BindingConflict {
-            thread_id: "ws_a_1".into(),
-            bound_workspace: "/a".into(),
-            supplied_workspace: "/b".into(),
-        }
-        .into_output(ToolName::Initialize);
-        assert_eq!(out.envelope.status, Status::Conflict);
-        assert_eq!(
-            out.envelope.next_action.unwrap().arguments["workspace_root"],
-            "/a"
-        );
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;

@@ -71,6 +71,9 @@ error_codes! {
     MutationPostconditionChanged => "mutation_postcondition_changed",
     VerificationFailed => "verification_failed",
     UndoRefused => "undo_refused",
+    // CodeMap.
+    /// A map cursor from another snapshot of the tree (or another query).
+    StaleCursor => "stale_cursor",
     // ReadFiles: some files failed (each failure's own code is in `data.failures`).
     ReadFailed => "read_failed",
     // ReadImage.

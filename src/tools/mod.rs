@@ -6,6 +6,7 @@
 pub mod args;
 pub mod bash;
 pub mod catalog;
+pub mod codemap;
 pub mod envelope;
 pub mod error;
 pub mod error_code;
@@ -174,6 +175,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         ToolName::ContextSave => files::context::call(ctx, args),
         ToolName::VerifyEdit => files::verify::verify_edit(ctx, args),
         ToolName::Execution => execution::call(ctx, args),
+        ToolName::CodeMap => codemap::call(ctx, args),
         // `implemented()` is false for every other tool, so they never reach here.
         other => Err(ToolError::UnknownTool {
             name: other.as_str().into(),

@@ -81,6 +81,7 @@ impl ToolName {
                 | ToolName::Execution
                 | ToolName::VerifyEdit
                 | ToolName::ContextSave
+                | ToolName::CodeMap
         )
     }
 }

@@ -25,7 +25,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["runtime", "daemon"],
     &["session", "tasks", "history"],
     &["files"],
-    &["edit"],
+    &["edit", "codemap"],
     &["tools"],
     &["config"],
     &["mcp", "operator"],

@@ -57,6 +57,10 @@ pub struct SessionState {
 pub struct SessionStates {
     limit: usize,
     lru: Mutex<Lru<String, Arc<SessionState>>>,
+    /// CodeMap's outlines of scanned files, shared by every session of this server: an
+    /// entry is derived from a file alone and validated against its stat on each use
+    /// (`codemap::cache`).
+    pub codemap: crate::codemap::cache::SymbolCache,
 }
 
 impl SessionStates {
@@ -65,6 +69,7 @@ impl SessionStates {
         SessionStates {
             limit: limit.max(1),
             lru: Mutex::new(Lru::default()),
+            codemap: crate::codemap::cache::SymbolCache::default(),
         }
     }
 
