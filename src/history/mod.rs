@@ -345,6 +345,7 @@ fn wait_reply(
 /// survives the process being killed; only a power loss can take the last ones).
 pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
     let c = Connection::open(path).map_err(|e| e.to_string())?;
+    crate::store::stable_plans(&c).map_err(|e| e.to_string())?;
     // Shorter than a read's 5 s budget, so a locked database is reported within it.
     c.busy_timeout(std::time::Duration::from_secs(2))
         .map_err(|e| e.to_string())?;

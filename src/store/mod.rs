@@ -76,6 +76,14 @@ const MIGRATIONS: &[&str] = &[
     history_marks::MIGRATION,
 ];
 
+/// Keep query plans fixed once prepared. The bundled SQLite is built with STAT4, which
+/// otherwise re-prepares a cached statement whenever a value bound to an indexed
+/// comparison changes: profiled at ~40 % of an `Execution observe` of 32 items.
+pub fn stable_plans(c: &Connection) -> rusqlite::Result<()> {
+    c.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map(|_| ())
+}
+
 /// A store failure, with what was being done.
 #[derive(Debug)]
 pub struct StoreError {
@@ -135,6 +143,7 @@ impl Store {
         let conn = Connection::open(&path).map_err(ctx("open database"))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(ctx("set busy timeout"))?;
+        stable_plans(&conn).map_err(ctx("fix query plans"))?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
         )
