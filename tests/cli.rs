@@ -90,6 +90,7 @@ fn profiles_filter_the_catalog() {
                 "CodeMap",
                 "ContextSave",
                 "Execution",
+                "Agent",
             ][..],
         ),
         (
@@ -106,6 +107,7 @@ fn profiles_filter_the_catalog() {
                 "UndoEdit",
                 "CodeMap",
                 "Execution",
+                "Agent",
             ],
         ),
         (
@@ -118,7 +120,10 @@ fn profiles_filter_the_catalog() {
                 "Execution",
             ],
         ),
-        ("terminal", &["Initialize", "BashCommand", "Execution"]),
+        (
+            "terminal",
+            &["Initialize", "BashCommand", "Execution", "Agent"],
+        ),
     ] {
         let mut a = Agent::spawn_with(Opts {
             args: &["--tool-profile", profile],

@@ -558,7 +558,7 @@ fn modern_stateless_discovery_listing_and_header_checks() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names, ["Initialize", "BashCommand", "Execution"]);
+    assert_eq!(names, ["Initialize", "BashCommand", "Execution", "Agent"]);
     // Mismatched method header.
     let r = s.conn().mcp(
         TOKEN,

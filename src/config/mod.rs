@@ -51,6 +51,9 @@ pub struct Config {
     pub server_instructions: Option<String>,
     /// The principal of a stdio server: the local user.
     pub principal: String,
+    /// `WINX_HERDR_CONFIG` (never read here) and the inherited `HERDR_*` names the Herdr
+    /// runner removes; the HTTP server marks its principals as `http`.
+    pub herdr: crate::tools::agent::herdr::Setting,
     pub runtime: RuntimeConfig,
     /// Secret redaction of command output (on unless `WINX_NO_REDACT=1`).
     pub redact: bool,
@@ -194,6 +197,15 @@ impl Config {
             max_message_bytes: MAX_MESSAGE_BYTES,
             server_instructions: vars::text(&vars::SERVER_INSTRUCTIONS, env),
             principal: "local".into(),
+            herdr: crate::tools::agent::herdr::Setting {
+                config: vars::text(&vars::HERDR_CONFIG, env).map(PathBuf::from),
+                http: false,
+                inherited: vars
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("HERDR_"))
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            },
         })
     }
 }

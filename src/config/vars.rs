@@ -84,6 +84,13 @@ pub const SERVER_INSTRUCTIONS: Var = Var {
     kind: Kind::Text { default: "none" },
     help: "extra instructions appended to the handshake and full Initialize answers",
 };
+pub const HERDR_CONFIG: Var = Var {
+    name: "WINX_HERDR_CONFIG",
+    kind: Kind::Text {
+        default: "none (Herdr off)",
+    },
+    help: "private (0600) JSON file enabling Agent's Herdr backend; read on Herdr calls only",
+};
 pub const RUNTIME: Var = Var {
     name: "WINX_RUNTIME",
     kind: Kind::OneOf {
@@ -295,6 +302,7 @@ pub const ALL: &[Var] = &[
     LOG_FORMAT,
     WORKERS,
     SERVER_INSTRUCTIONS,
+    HERDR_CONFIG,
     RUNTIME,
     SHELL,
     SOCKET,

@@ -29,6 +29,7 @@ pub(super) struct Shared {
     pub(super) redact: bool,
     pub(super) extra_instructions: Option<String>,
     pub(super) history: crate::history::History,
+    pub(super) herdr: crate::tools::agent::herdr::Setting,
 }
 
 /// An owned `CallContext`, for work that outlives its request (a task runner).
@@ -87,6 +88,7 @@ impl Shared {
             extra_instructions: self.extra_instructions.as_deref(),
             history: &self.history,
             trace,
+            herdr: &self.herdr,
         }
     }
 }

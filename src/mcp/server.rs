@@ -75,6 +75,7 @@ impl Server {
                     config.redact,
                     config.history.clone(),
                 ),
+                herdr: config.herdr.clone(),
             }),
             catalogs: Default::default(),
             instructions,

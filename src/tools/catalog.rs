@@ -70,8 +70,7 @@ fn schema(name: ToolName) -> Value {
         ToolName::ContextSave => context_save(),
         ToolName::Execution => execution(),
         ToolName::CodeMap => code_map(),
-        // Unimplemented tools are filtered out by `ToolPolicy::served`.
-        other => json!({"name": other.as_str()}),
+        ToolName::Agent => agent(),
     }
 }
 
@@ -362,6 +361,35 @@ fn code_map() -> Value {
             destructive: false,
             idempotent: true,
             open_world: false,
+        },
+    )
+}
+
+/// One flat `action` object for both backends; the description says which fields each
+/// action takes (an `anyOf` per backend would cost far more of the catalog budget).
+fn agent() -> Value {
+    let s = json!({"type": "string"});
+    let props = json!({
+        "backend": {"enum": ["native", "herdr"]},
+        "action": {
+            "type": "object",
+            "description": "native: list/get/read/explain/wait as in Execution; prompt {target (execution id), prompt_id, text, timeout_seconds}. herdr (target = configured alias): list | get | explain | read {lines} | prompt {text} | wait {until idle|working|blocked|done|unknown, timeout_seconds}",
+            "properties": {
+                "type": {"enum": ["list", "get", "read", "explain", "wait", "prompt"]},
+                "target": s, "execution_id": s, "prompt_id": s, "text": s,
+            },
+            "required": ["type"],
+        },
+    });
+    tool(
+        ToolName::Agent,
+        "Observe or prompt a coding agent: a native execution (Execution's catalog, plus conversation-recovery advice on get/explain) or an operator-configured Herdr target. prompt needs BashCommand and wcgw.",
+        bound(props.as_object().cloned().unwrap_or_default(), &["action"]),
+        Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
         },
     )
 }

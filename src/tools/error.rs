@@ -133,6 +133,15 @@ pub enum ToolError {
         snapshot_hash: Option<String>,
         retry: Value,
     },
+    /// An `Agent` failure (a Herdr adapter fault, native prompts unavailable, a prompt the
+    /// session may not send); `tools::agent` chooses the code, status and data.
+    Agent {
+        code: ErrorCode,
+        status: Status,
+        retryable: bool,
+        message: String,
+        data: Value,
+    },
 }
 
 /// The `thread_id` + `workspace_root` pair, for next actions that must carry it.
@@ -275,6 +284,12 @@ impl ToolError {
                 };
                 m(Status::InvalidInput, code, true, false)
             }
+            ToolError::Agent {
+                code,
+                status,
+                retryable,
+                ..
+            } => m(*status, *code, *retryable, false),
         }
     }
 
@@ -380,6 +395,7 @@ impl ToolError {
                 format!("the execution history is unavailable: {detail}")
             }
             ToolError::PathUnusable { path, detail, .. } => format!("{path}: {detail}"),
+            ToolError::Agent { message, .. } => message.clone(),
             ToolError::MapCursor {
                 stale: true,
                 snapshot_hash,
@@ -495,6 +511,7 @@ impl ToolError {
             ToolError::MapCursor { snapshot_hash, .. } => {
                 json!({"snapshot_hash": snapshot_hash})
             }
+            ToolError::Agent { data, .. } => data.clone(),
             _ => json!({}),
         };
         let envelope = Envelope {

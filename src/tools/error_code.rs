@@ -57,6 +57,20 @@ error_codes! {
     HistoryUnavailable => "history_unavailable",
     /// Some `observe` items failed; the others are in the same result.
     ExecutionObservationIssues => "execution_observation_issues",
+    // Agent.
+    /// Native prompt receipts are not in this build; nothing was sent.
+    AgentPromptUnavailable => "agent_prompt_unavailable",
+    HerdrDisabled => "herdr_disabled",
+    HerdrConfiguration => "herdr_configuration",
+    HerdrUnavailable => "herdr_unavailable",
+    InvalidHerdrResponse => "invalid_herdr_response",
+    HerdrOutputLimit => "herdr_output_limit",
+    HerdrTimeout => "herdr_timeout",
+    HerdrFailed => "herdr_failed",
+    HerdrScopeDenied => "herdr_scope_denied",
+    InvalidHerdrRequest => "invalid_herdr_request",
+    /// A Herdr prompt whose subprocess did not finish: it may or may not have been sent.
+    HerdrDeliveryUncertain => "herdr_delivery_uncertain",
     // Edits, chosen by `EditFailure`.
     ReadRequired => "read_required",
     SearchBlockMalformed => "search_block_malformed",

@@ -106,6 +106,8 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         .as_ref()
         .map(|(id, m)| (*id, m.project_root.as_str()));
     let mut out = dispatch_type(ctx, &args, resume_in)?;
+    // Every successful type reports the Herdr hint: presence only (seed 000).
+    out.envelope.data["agent_backends"] = ctx.herdr.hint();
     if let Some((id, memory)) = resumed {
         out.text.push_str(&super::files::context::render(&memory));
         out.envelope.data["resumed_task"] = json!(id);

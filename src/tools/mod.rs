@@ -3,6 +3,7 @@
 //! Invariant: tools never see JSON-RPC; they take parsed arguments and return a
 //! `ToolOutput` (or a `ToolError`, mapped to an envelope in `error.rs` only).
 
+pub mod agent;
 pub mod args;
 pub mod bash;
 pub mod catalog;
@@ -52,6 +53,8 @@ pub struct ToolContext<'a> {
     pub history: &'a crate::history::History,
     /// This call's phases for the usage log (`CallTrace::off()` without a log).
     pub trace: &'a crate::usage::CallTrace,
+    /// The Herdr backend's operator setting (`Agent` with `backend: herdr`).
+    pub herdr: &'a agent::herdr::Setting,
 }
 
 /// The start of every session-bound tool: strict arguments, then the verified
@@ -176,11 +179,7 @@ pub fn dispatch(ctx: &ToolContext, name: &str, args: &Map<String, Value>) -> Too
         ToolName::VerifyEdit => files::verify::verify_edit(ctx, args),
         ToolName::Execution => execution::call(ctx, args),
         ToolName::CodeMap => codemap::call(ctx, args),
-        // `implemented()` is false for every other tool, so they never reach here.
-        other => Err(ToolError::UnknownTool {
-            name: other.as_str().into(),
-            available: Vec::new(),
-        }),
+        ToolName::Agent => agent::call(ctx, args),
     };
     result.unwrap_or_else(|e| e.into_output(tool))
 }
@@ -244,7 +243,7 @@ mod fuzz {
             let states = state::SessionStates::new(8);
             let allow = crate::files::policy::AllowPaths::default();
             let history = crate::history::History::new(tmp.path().join("state"), true, Default::default());
-            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2, history: &history, trace: &crate::usage::CallTrace::off() };
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2, history: &history, trace: &crate::usage::CallTrace::off(), herdr: &Default::default() };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

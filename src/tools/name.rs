@@ -82,6 +82,7 @@ impl ToolName {
                 | ToolName::VerifyEdit
                 | ToolName::ContextSave
                 | ToolName::CodeMap
+                | ToolName::Agent
         )
     }
 }

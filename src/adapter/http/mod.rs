@@ -122,7 +122,17 @@ fn shared(config: &Config, http: HttpConfig, usage: crate::usage::Sink) -> std::
         draining: AtomicBool::new(false),
         // Long shell waits park a handler, so there is one per dispatch slot.
         handlers: Pool::new("mcp-worker", n.max(config.workers), n)?,
-        server: Arc::new(Server::with_usage(config, usage.clone())),
+        server: Arc::new(Server::with_usage(
+            &Config {
+                // Herdr bindings name HTTP principals `http:<name>`.
+                herdr: crate::tools::agent::herdr::Setting {
+                    http: true,
+                    ..config.herdr.clone()
+                },
+                ..config.clone()
+            },
+            usage.clone(),
+        )),
         usage,
         cfg: http,
     })

@@ -11,7 +11,7 @@ use crate::tools::error::ToolError;
 use serde_json::{Map, Value, json};
 
 pub struct ExplainReq {
-    id: String,
+    pub id: String,
     choice: Choice,
     name: String,
 }
@@ -79,5 +79,5 @@ pub fn run(x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
         },
         "execution": view::compact(&r),
     });
-    Ok(done(format!("Execution explain: {}", req.id), text, data))
+    Ok(done(x.tool, format!("explain: {}", req.id), text, data))
 }

@@ -30,6 +30,8 @@ const READ_BUDGET: Duration = Duration::from_secs(5);
 
 /// The caller's verified scope and the open catalog.
 pub(crate) struct Ctx {
+    /// The tool answering (`Execution`, or `Agent` for its native observations).
+    pub tool: ToolName,
     pub open: Arc<Open>,
     pub scope: Scope,
     /// The scope's digest inside cursors.
@@ -68,6 +70,16 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     // Shapes and budgets are checked before the session or the history is touched.
     let parsed = parse(kind, action)?;
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
+    let x = open(ctx, &binding, TOOL)?;
+    run(ctx, &x, parsed)
+}
+
+/// The caller's scope over the opened, reconciled catalog, answering as `tool`.
+pub(crate) fn open(
+    ctx: &ToolContext,
+    binding: &crate::session::Binding,
+    tool: ToolName,
+) -> Result<Ctx, ToolError> {
     let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
     let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
     let _catalog = ctx.trace.phase(crate::usage::Phase::Catalog);
@@ -75,23 +87,33 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     let key = crate::runtime::session_key(ctx.principal, &binding.thread_id);
     let budget = Deadline::after("history reconcile", READ_BUDGET);
     open.reconcile_session(&key, ctx.runtime.client(&key), &budget);
-    let x = Ctx { open, scope, tag };
+    Ok(Ctx {
+        tool,
+        open,
+        scope,
+        tag,
+    })
+}
+
+/// Run a checked action (shared by `Execution` and `Agent`'s native backend).
+pub(crate) fn run(ctx: &ToolContext, x: &Ctx, parsed: Parsed) -> Result<ToolOutput, ToolError> {
+    let _catalog = ctx.trace.phase(crate::usage::Phase::Catalog);
     match parsed {
-        Parsed::List(limit) => list(&x, limit),
-        Parsed::Get(id) => get(&x, &id),
-        Parsed::Read(id, req) => read(&x, &id, &req),
-        Parsed::Explain(req) => explain::run(&x, req),
-        Parsed::Observe(items) => observe::run(&x, items),
+        Parsed::List(limit) => list(x, limit),
+        Parsed::Get(id) => get(x, &id),
+        Parsed::Read(id, req) => read(x, &id, &req),
+        Parsed::Explain(req) => explain::run(x, req),
+        Parsed::Observe(items) => observe::run(x, items),
         Parsed::Wait(req) => {
             // Inclusive: the wait is also part of the catalog phase around it.
             let _waiting = ctx.trace.phase(crate::usage::Phase::Wait);
-            wait::run(&x, req)
+            wait::run(x, req)
         }
     }
 }
 
 /// An action with its arguments checked.
-enum Parsed {
+pub(crate) enum Parsed {
     List(usize),
     Get(String),
     Read(String, page::PageReq),
@@ -100,7 +122,7 @@ enum Parsed {
     Wait(wait::WaitReq),
 }
 
-fn parse(kind: &str, action: &Map<String, Value>) -> Result<Parsed, ToolError> {
+pub(crate) fn parse(kind: &str, action: &Map<String, Value>) -> Result<Parsed, ToolError> {
     let id = || execution_id(action.get("execution_id"), "execution_id");
     Ok(match kind {
         "list" => {
@@ -244,17 +266,13 @@ fn list(x: &Ctx, limit: usize) -> Result<ToolOutput, ToolError> {
         "executions": records.iter().map(view::compact).collect::<Vec<_>>(),
         "catalog_cursor": x.open.key.seal(&x.tag, &cursor::Kind::Catalog { seq }),
     });
-    Ok(done(
-        format!("Execution list: {}", records.len()),
-        text,
-        data,
-    ))
+    Ok(done(x.tool, format!("list: {}", records.len()), text, data))
 }
 
 fn get(x: &Ctx, id: &str) -> Result<ToolOutput, ToolError> {
     let r = fresh(x, id)?;
     let text = format!("{}\ncwd: {}\n", view::line(&r), r.cwd);
-    Ok(done(format!("Execution get: {id}"), text, view::full(&r)))
+    Ok(done(x.tool, format!("get: {id}"), text, view::full(&r)))
 }
 
 fn read(x: &Ctx, id: &str, req: &page::PageReq) -> Result<ToolOutput, ToolError> {
@@ -267,7 +285,8 @@ fn read(x: &Ctx, id: &str, req: &page::PageReq) -> Result<ToolOutput, ToolError>
     let text = page["text"].as_str().unwrap_or_default().to_string();
     let data = json!({"execution": view::compact(&r), "page": page});
     Ok(done(
-        format!("Execution read: {id} {}", req.source),
+        x.tool,
+        format!("read: {id} {}", req.source),
         text,
         data,
     ))
@@ -307,10 +326,11 @@ pub(crate) fn page_error(e: page::PageError) -> ToolError {
     }
 }
 
-pub(crate) fn done(message: String, text: String, data: Value) -> ToolOutput {
+/// A completed answer of `tool`; `message` follows the tool's name.
+pub(crate) fn done(tool: ToolName, message: String, text: String, data: Value) -> ToolOutput {
     ToolOutput {
         images: Vec::new(),
         text,
-        envelope: Envelope::completed(TOOL, message, data),
+        envelope: Envelope::completed(tool, format!("{tool} {message}"), data),
     }
 }

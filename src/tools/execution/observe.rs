@@ -145,7 +145,8 @@ pub fn run(x: &Ctx, parsed: Parsed) -> Result<ToolOutput, ToolError> {
         "catalog_cursor": x.open.key.seal(&x.tag, &Kind::Catalog { seq }),
     });
     let mut out = done(
-        format!("Execution observe: {} item(s)", ids.len()),
+        x.tool,
+        format!("observe: {} item(s)", ids.len()),
         text,
         data,
     );

@@ -204,5 +204,5 @@ fn answer(
         "missing": missing,
         "catalog_cursor": x.open.key.seal(&x.tag, &Kind::Catalog { seq: next }),
     });
-    done(format!("Execution wait: {outcome}"), text, data)
+    done(x.tool, format!("wait: {outcome}"), text, data)
 }

@@ -1,0 +1,45 @@
+//! The optional Herdr backend of `Agent` (seed 000, "Optional Herdr backend"): off unless
+//! the operator names a configuration; every call validates it, checks the caller's
+//! binding, and runs the configured executable once (`run`).
+
+pub mod actions;
+pub mod config;
+pub mod run;
+
+use std::path::PathBuf;
+
+/// What the server knows about Herdr before any call: decided by `config` (L9) from the
+/// environment at startup, without reading the file.
+#[derive(Clone, Debug, Default)]
+pub struct Setting {
+    /// `WINX_HERDR_CONFIG`, when set.
+    pub config: Option<PathBuf>,
+    /// The server's principals are HTTP principals (`http:<name>` keys), not `local`.
+    pub http: bool,
+    /// Names of the server's inherited `HERDR_*` variables, removed from every run.
+    pub inherited: Vec<String>,
+}
+
+impl Setting {
+    /// The binding key of `principal` (seed 000: `local`, or `http:<principal id>`).
+    pub fn principal_key(&self, principal: &str) -> String {
+        match self.http {
+            true => format!("http:{principal}"),
+            false => "local".to_string(),
+        }
+    }
+
+    /// `data.agent_backends` of every Initialize answer: presence only, no file read, no
+    /// path, no target.
+    pub fn hint(&self) -> serde_json::Value {
+        let (present, availability, reason) = match self.config {
+            None => (false, "disabled", "configuration_missing"),
+            Some(_) => (true, "unknown", "configuration_not_validated"),
+        };
+        serde_json::json!({"herdr": {
+            "configuration_present": present,
+            "availability": availability,
+            "reason": reason,
+        }})
+    }
+}
