@@ -80,8 +80,11 @@ const MIGRATIONS: &[&str] = &[
 /// otherwise re-prepares a cached statement whenever a value bound to an indexed
 /// comparison changes: profiled at ~40 % of an `Execution observe` of 32 items.
 pub fn stable_plans(c: &Connection) -> rusqlite::Result<()> {
-    c.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
-        .map(|_| ())
+    c.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map(|_| ())
 }
 
 /// A store failure, with what was being done.
