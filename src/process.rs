@@ -41,6 +41,25 @@ fn stat(pid: u32) -> Option<(char, u64)> {
     Some((state, fields.nth(18)?.parse().ok()?))
 }
 
+/// Make a write past the file-size limit (`RLIMIT_FSIZE`) fail with `EFBIG` instead of
+/// killing the process with `SIGXFSZ`, so a full state or log file is an error the server
+/// reports. A handler, not `SIG_IGN`: handlers reset on `exec`, so winxd, guardians and
+/// the programs in shells keep the default.
+pub fn survive_file_size_limit() {
+    extern "C" fn noted(_: nix::libc::c_int) {}
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(noted),
+        nix::sys::signal::SaFlags::SA_RESTART,
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler does nothing, so it is async-signal-safe.
+    if let Err(e) =
+        unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGXFSZ, &action) }
+    {
+        log::warn!("SIGXFSZ handler: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

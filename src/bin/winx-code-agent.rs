@@ -8,6 +8,7 @@ use winx::config::cli::{self, Command};
 
 fn main() -> ExitCode {
     winx::alloc::single_arena();
+    winx::process::survive_file_size_limit();
     winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
     let command = match cli::parse(std::env::args_os().skip(1)) {
         Ok(c) => c,
