@@ -4,7 +4,7 @@
 //! are not definitions); prototypes are not definitions either. Structure is read from the
 //! file with its preprocessor lines and set-aside `#else` branches removed.
 
-use super::{Builder, Id, MAX_DEPTH, skip_angles, to_semicolon};
+use super::{Builder, Id, MAX_DEPTH, skip_angles, to_body, to_semicolon};
 use crate::codemap::lex::{ASIDE, LINE_START, Lexed, PREPROC, Tk};
 use crate::codemap::{Kind, Language};
 
@@ -218,13 +218,7 @@ impl Reader<'_, '_> {
         if !head {
             return None;
         }
-        while i < hi && !lx.is(i, b'{') && !lx.is(i, b';') {
-            i = if lx.is(i, b'<') {
-                skip_angles(lx, i, hi)
-            } else {
-                lx.skip_group(i).max(i + 1)
-            };
-        }
+        i = to_body(lx, i, hi);
         if !lx.is(i, b'{') {
             return None;
         }

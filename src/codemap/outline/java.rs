@@ -1,7 +1,7 @@
 //! Java definitions: classes, interfaces, enums, records and annotation types (nested
 //! ones too), and methods and constructors in their bodies. Method bodies are opaque.
 
-use super::{Builder, Id, MAX_DEPTH, skip_angles, to_semicolon};
+use super::{Builder, Id, MAX_DEPTH, skip_angles, to_body, to_semicolon};
 use crate::codemap::Kind;
 use crate::codemap::lex::Lexed;
 
@@ -124,13 +124,7 @@ fn type_decl(
 ) -> usize {
     let id = b.add(lx.name(kw + 1), kind, lx.line(kw + 1), owner);
     let mut i = kw + 2;
-    while i < hi && !lx.is(i, b'{') && !lx.is(i, b';') {
-        i = if lx.is(i, b'<') {
-            skip_angles(lx, i, hi)
-        } else {
-            lx.skip_group(i).max(i + 1)
-        };
-    }
+    i = to_body(lx, i, hi);
     if !lx.is(i, b'{') {
         return i + 1;
     }

@@ -2,7 +2,7 @@
 //! TypeScript interfaces; and stepping over TypeScript type annotations.
 
 use super::js::{Ctx, Reader};
-use super::{Id, MAX_DEPTH, skip_angles};
+use super::{Id, MAX_DEPTH, skip_angles, to_body};
 use crate::codemap::Kind;
 use crate::codemap::lex::{LINE_START, Tk};
 
@@ -49,13 +49,7 @@ impl Reader<'_, '_> {
             }
             None => None,
         };
-        while i < hi && !lx.is(i, b'{') && !lx.is(i, b';') {
-            i = if lx.is(i, b'<') {
-                skip_angles(lx, i, hi)
-            } else {
-                lx.skip_group(i).max(i + 1)
-            };
-        }
+        i = to_body(lx, i, hi);
         if !lx.is(i, b'{') {
             return i;
         }
@@ -228,13 +222,7 @@ impl Reader<'_, '_> {
             .b
             .add(lx.name(kw + 1), Kind::Interface, lx.line(kw + 1), parent);
         let mut i = kw + 2;
-        while i < hi && !lx.is(i, b'{') && !lx.is(i, b';') {
-            i = if lx.is(i, b'<') {
-                skip_angles(lx, i, hi)
-            } else {
-                lx.skip_group(i).max(i + 1)
-            };
-        }
+        i = to_body(lx, i, hi);
         if !lx.is(i, b'{') {
             return i;
         }

@@ -164,6 +164,19 @@ pub(crate) fn to_semicolon(lx: &Lexed, mut i: usize, hi: usize) -> usize {
     hi
 }
 
+/// The index of the `{` opening a declaration's body, or of the `;` ending a bodiless
+/// one, from `i`, stepping over generic lists and bracket groups (`hi` when neither comes).
+pub(crate) fn to_body(lx: &Lexed, mut i: usize, hi: usize) -> usize {
+    while i < hi && !lx.is(i, b'{') && !lx.is(i, b';') {
+        i = if lx.is(i, b'<') {
+            skip_angles(lx, i, hi)
+        } else {
+            lx.skip_group(i).max(i + 1)
+        };
+    }
+    i
+}
+
 /// The index after a `<…>` list starting at `i` (which must be `<`), counting nested
 /// angles and stepping over bracket groups (an object type `{…}` where a type goes, as
 /// in `Foo<{ a: T }>` or `S = {}`); stops at `;`, another `{` or `hi` when unbalanced.

@@ -53,22 +53,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Some(v) if v == "herdr" => true,
         Some(_) => return Err(bad("backend must be \"native\" or \"herdr\"")),
     };
-    let action = match map.get("action") {
-        Some(Value::Object(a)) => a,
-        Some(_) => return Err(bad("action must be an object with a \"type\"")),
-        None => return Err(bad("action is required, e.g. {\"type\": \"list\"}")),
-    };
-    let kind = match action.get("type").and_then(Value::as_str) {
-        Some(k) if ACTIONS.contains(&k) => k,
-        Some(k) => {
-            let shown: String = k.chars().take(64).collect();
-            return Err(bad(format!(
-                "unknown action type {shown:?}; expected one of {}",
-                ACTIONS.join(", ")
-            )));
-        }
-        None => return Err(bad("action.type is required (a string)")),
-    };
+    let (action, kind) = super::execution::action_of(map, ACTIONS)?;
     match herdr {
         true => herdr::actions::call(ctx, map, kind, action),
         false => native(ctx, map, kind, action),

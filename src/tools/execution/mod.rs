@@ -51,22 +51,7 @@ pub(crate) fn unavailable(e: impl std::fmt::Display) -> ToolError {
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let action = match map.get("action") {
-        Some(Value::Object(a)) => a,
-        Some(_) => return Err(bad("action must be an object with a \"type\"")),
-        None => return Err(bad("action is required, e.g. {\"type\": \"list\"}")),
-    };
-    let kind = match action.get("type").and_then(Value::as_str) {
-        Some(k) if ACTIONS.contains(&k) => k,
-        Some(k) => {
-            let shown: String = k.chars().take(64).collect();
-            return Err(bad(format!(
-                "unknown action type {shown:?}; expected one of {}",
-                ACTIONS.join(", ")
-            )));
-        }
-        None => return Err(bad("action.type is required (a string)")),
-    };
+    let (action, kind) = action_of(map, ACTIONS)?;
     // Shapes and budgets are checked before the session or the history is touched.
     let parsed = parse(kind, action)?;
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
@@ -142,6 +127,29 @@ pub(crate) fn parse(kind: &str, action: &Map<String, Value>) -> Result<Parsed, T
         "observe" => Parsed::Observe(observe::parse(action)?),
         _ => Parsed::Wait(wait::parse(action)?),
     })
+}
+
+/// The `action` object of a call and its `type`, which must be one of `actions`.
+pub(crate) fn action_of<'a>(
+    map: &'a Map<String, Value>,
+    actions: &[&'static str],
+) -> Result<(&'a Map<String, Value>, &'a str), ToolError> {
+    let action = match map.get("action") {
+        Some(Value::Object(a)) => a,
+        Some(_) => return Err(bad("action must be an object with a \"type\"")),
+        None => return Err(bad("action is required, e.g. {\"type\": \"list\"}")),
+    };
+    match action.get("type").and_then(Value::as_str) {
+        Some(k) if actions.contains(&k) => Ok((action, k)),
+        Some(k) => {
+            let shown: String = k.chars().take(64).collect();
+            Err(bad(format!(
+                "unknown action type {shown:?}; expected one of {}",
+                actions.join(", ")
+            )))
+        }
+        None => Err(bad("action.type is required (a string)")),
+    }
 }
 
 /// Only the listed keys may appear in `action`.
