@@ -333,3 +333,62 @@ fn a_winxd_of_another_build_is_replaced_and_older_guardians_are_flagged() {
     let r = b.bash(&again, json!({"command": "echo $$"}));
     assert!(text(&r).starts_with(&format!("{pid}\n")), "{}", text(&r));
 }
+
+/// Concurrent winxd starts on one socket: every one that reports "another winxd serves"
+/// (exits 0 at once) must leave a socket that answers. The lock was taken before the
+/// socket was bound, so a loser could exit in between and its adapter found no socket
+/// (`daemon_unreachable`, seen when the adapter's winxd check raced its first Initialize).
+#[test]
+fn a_losing_winxd_start_exits_only_once_the_winner_answers() {
+    use std::os::unix::net::UnixStream;
+    let winxd = std::path::Path::new(support::bin()).with_file_name("winxd");
+    for round in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("winx/winxd.sock");
+        let env = support::isolated_env(dir.path(), &dir.path().join("state"), dir.path());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut pids = KillOnDrop(Vec::new());
+        for _ in 0..6 {
+            let mut child = std::process::Command::new(&winxd)
+                .arg("--socket")
+                .arg(&socket)
+                .env_clear()
+                .envs(env.iter().cloned())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            pids.0.push(child.id() as i32);
+            let (tx, socket) = (tx.clone(), socket.clone());
+            std::thread::spawn(move || {
+                let status = child.wait().unwrap();
+                // Exited of its own accord: it lost the lock; the winner must answer now.
+                if status.success() {
+                    let _ = tx.send(UnixStream::connect(&socket).map(drop));
+                }
+            });
+        }
+        for _ in 0..5 {
+            let r = rx
+                .recv_timeout(support::HARD_TIMEOUT)
+                .expect("a loser exits");
+            assert!(
+                r.is_ok(),
+                "round {round}: a loser exited before the winner's socket: {r:?}"
+            );
+        }
+        drop(pids);
+    }
+}
+
+/// Processes killed when the test ends, a failed assertion included.
+struct KillOnDrop(Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            unsafe { nix::libc::kill(pid, nix::libc::SIGKILL) };
+        }
+    }
+}

@@ -78,13 +78,10 @@ pub fn start(
         .to_path_buf();
     ensure_private_dir(&dir).map_err(|e| e.to_string())?;
     ensure_private_dir(&dir.join("g")).map_err(|e| e.to_string())?;
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(dir.join("winxd.lock"))
-        .map_err(|e| format!("open lock file: {e}"))?;
+    // The gate spans "take the lock, bind the socket": a loser reports `AlreadyRunning`
+    // only after the winner listens, so its starter's connect finds the socket.
+    let gate = gate(&dir).map_err(|e| format!("start gate: {e}"))?;
+    let lock = private_file(&dir.join("winxd.lock")).map_err(|e| format!("open lock file: {e}"))?;
     if unsafe { nix::libc::flock(lock.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB) } != 0 {
         return Ok(Started::AlreadyRunning);
     }
@@ -93,6 +90,7 @@ pub fn start(
     let listener =
         UnixListener::bind(socket).map_err(|e| format!("bind {}: {e}", socket.display()))?;
     fs::set_permissions(socket, fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
+    drop(gate);
     Ok(Started::Serving(Daemon {
         listener,
         state: Arc::new(State {
@@ -104,6 +102,31 @@ pub fn start(
             starting: Mutex::new(()),
         }),
     }))
+}
+
+fn private_file(path: &Path) -> std::io::Result<fs::File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// `winxd.start` in `dir`, locked exclusively (waiting for its holder): held by a starter
+/// from taking `winxd.lock` until its socket listens, and by a stopping winxd from
+/// unlinking its socket until it dropped the lock. Either holds it for microseconds.
+pub(crate) fn gate(dir: &Path) -> std::io::Result<fs::File> {
+    let f = private_file(&dir.join("winxd.start"))?;
+    loop {
+        if unsafe { nix::libc::flock(f.as_raw_fd(), nix::libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// The main thread's view of the workers it started.

@@ -74,8 +74,11 @@ pub fn handle(state: &State, req: &Request) -> Response {
         Request::Shutdown => {
             // Unreachable and unlocked before we answer, so a successor can start at once;
             // the connection thread then tells the main thread, which stops.
+            // Under the start gate: a starter never sees "no socket, lock still held".
+            let gate = super::gate(&state.runtime_dir);
             let _ = fs::remove_file(&state.socket);
             state.lock.lock().take();
+            drop(gate);
             Response::Done
         }
     }
