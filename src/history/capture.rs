@@ -10,7 +10,7 @@ use super::Limits;
 use crate::shell::output::{clean, segment_end};
 use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::store::history::{self as table, Record};
-use crate::wire::guardian::{ExecFact, Facts};
+use crate::wire::guardian::{ExecFact, Facts, execution_number};
 use rusqlite::Connection;
 use std::io::{Read, Seek, SeekFrom};
 
@@ -45,8 +45,25 @@ pub fn apply(
     known.learn_all(&facts.secrets.0);
     let records = table::open_records(c, Some(&facts.identity()))?;
     let mut applied = Applied::default();
+    // Facts list every execution from the oldest still reported to the newest one; a
+    // record numbered past the newest was admitted after these facts were taken (another
+    // thread's fresher facts created it), so their silence about it means nothing.
+    let newest = facts
+        .executions
+        .iter()
+        .filter_map(|f| execution_number(&f.execution_id))
+        .max()
+        .unwrap_or(0);
     for mut r in records {
         let before = r.clone();
+        let unseen = facts
+            .executions
+            .iter()
+            .all(|f| f.execution_id != r.execution_id);
+        if unseen && execution_number(&r.execution_id).is_some_and(|n| n > newest) {
+            applied.open += 1;
+            continue;
+        }
         match facts
             .executions
             .iter()
@@ -310,5 +327,61 @@ mod tests {
             text.len()
         );
         assert!(line.starts_with(&text));
+    }
+
+    /// Facts taken before a record was admitted (a watcher's answer that crossed another
+    /// thread's fresher facts, which created the record) say nothing about it: it stays
+    /// running. Before: it was marked unknown, "the guardian no longer reports this
+    /// execution" (seen as a flaky `tests/execution_faults.rs` stream test).
+    #[test]
+    fn older_facts_do_not_lose_a_newer_record() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(crate::store::Store::open(dir.path()).unwrap());
+        let c = Connection::open(dir.path().join(crate::store::DB_FILE)).unwrap();
+        let scope = Scope {
+            principal: "p".into(),
+            thread_id: "t".into(),
+            workspace_root: "/w".into(),
+        };
+        let new = |id: &str| NewRecord {
+            scope: scope.clone(),
+            execution_id: id.into(),
+            guardian: "1:1".into(),
+            session_key: "k".into(),
+            socket: "/s".into(),
+            bg_command_id: None,
+            command: "x".into(),
+            cwd: "/w".into(),
+            journal_path: None,
+            now_ms: 0,
+        };
+        for id in ["a-1", "a-2", "a-3"] {
+            table::insert(&c, &new(id), table::next_seq(&c).unwrap()).unwrap();
+        }
+        let fact = |id: &str| ExecFact {
+            execution_id: id.into(),
+            bg_command_id: None,
+            total_bytes: 0,
+            finished: false,
+            exit_code: None,
+            shell_died: false,
+            journal_path: None,
+            journal_error: None,
+            admission: None,
+        };
+        // Taken when a-2 was the newest: a-1 has left the guardian's report, a-3 is newer.
+        let facts = Facts {
+            seq: 1,
+            guardian_pid: 1,
+            created_at_ms: 1,
+            executions: vec![fact("a-2")],
+            screen: None,
+            secrets: SecretValues::default(),
+        };
+        apply(&c, &facts, false, &Limits::default(), 0, &mut None).unwrap();
+        let status = |id: &str| table::get(&c, &scope, id).unwrap().unwrap().process_status;
+        assert_eq!(status("a-1"), "unknown");
+        assert_eq!(status("a-2"), "running");
+        assert_eq!(status("a-3"), "running");
     }
 }

@@ -35,7 +35,9 @@ pub fn id_of(r: &Value) -> String {
 /// Wait (through the history) until `id` exited and its output is fully recorded: observe
 /// it, then wait from that observation's catalog position, so no change slips by unseen.
 pub fn until_recorded(a: &mut Agent, s: &Value, id: &str) {
-    for _ in 0..100 {
+    // At most 12 waits of 10 s: a record that does not settle in two minutes is a bug.
+    let mut last = Value::Null;
+    for _ in 0..12 {
         let r = exec(
             a,
             s,
@@ -45,12 +47,13 @@ pub fn until_recorded(a: &mut Agent, s: &Value, id: &str) {
         if e["process_status"] == "exited" && e["output_pending"] == false {
             return;
         }
+        last = e.clone();
         let after = sc(&r)["data"]["catalog_cursor"].clone();
         let wait =
             json!({"type": "wait", "execution_ids": [id], "after": after, "timeout_seconds": 10});
         exec(a, s, wait);
     }
-    panic!("{id} was never completely recorded");
+    panic!("{id} was never completely recorded; last seen {last}");
 }
 
 /// Every retained output byte of `id`, read in 64 KiB pages; panics on a retention gap.
