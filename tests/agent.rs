@@ -1,6 +1,6 @@
 //! The `Agent` tool's native backend through the real binary: observations over the
 //! execution history answered as `Agent`, conversation-recovery advice, and the checks a
-//! native prompt passes before the (not yet built) receipt machinery.
+//! native prompt passes before anything is sent (receipts: `tests/agent_prompt.rs`).
 
 mod support;
 
@@ -105,13 +105,17 @@ fn prompt_arguments_are_checked_before_anything_is_sent() {
             "{what}: {r}"
         );
     }
+    // An exited target gets nothing, and leaves no receipt.
     let r = agent(&mut a, &s, ok.clone());
-    assert_eq!(sc(&r)["errorCode"], "agent_prompt_unavailable", "{r}");
-    assert_eq!(sc(&r)["retryable"], false);
+    assert_eq!(sc(&r)["errorCode"], "agent_target_not_ready", "{r}");
     assert_eq!(sc(&r)["data"]["input_sent"], false);
     let wait = json!({"type": "wait", "target": id, "prompt_id": "round-1"});
     let r = agent(&mut a, &s, wait);
-    assert_eq!(sc(&r)["errorCode"], "agent_prompt_unavailable", "{r}");
+    assert_eq!(sc(&r)["errorCode"], "agent_receipt_not_found", "{r}");
+    let mut configurable = ok.clone();
+    configurable["recognizer"] = json!("configurable");
+    let r = agent(&mut a, &s, configurable);
+    assert_eq!(sc(&r)["errorCode"], "invalid_tool_input", "{r}");
     // An architect session cannot delegate input.
     let r = a.call(
         "Initialize",

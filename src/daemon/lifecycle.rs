@@ -145,6 +145,7 @@ mod tests {
             running: running.then(|| "x".into()),
             background: vec![],
             build: String::new(),
+            capabilities: Vec::new(),
         }
     }
 

@@ -10,6 +10,7 @@ use super::client_io::Client;
 use super::reaper;
 use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
+use super::waiter::{WaitKind, Waiter};
 use crate::deadline::Deadline;
 use crate::wire::Hello;
 use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, SecretValues, Wait};
@@ -36,30 +37,6 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Most transcript bytes in one `Read` answer: it fits a socket buffer, so a reader that
 /// pauses (an operator's `attach` piped into a pager) never blocks this loop on a write.
 const READ_REPLY_MAX: usize = 32 * 1024;
-
-enum WaitKind {
-    Action {
-        bg: Option<String>,
-    },
-    Read {
-        offset: u64,
-    },
-    Watch {
-        after: u64,
-        screen: bool,
-        known: u64,
-    },
-    Reset,
-}
-
-struct Waiter {
-    client: u64,
-    kind: WaitKind,
-    deadline: Deadline,
-    settle: Option<Duration>,
-    seen_total: u64,
-    settle_at: Option<Deadline>,
-}
 
 /// Called once with the outcome of the first shell start.
 pub type OnReady = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -189,6 +166,7 @@ impl EventLoop {
                 self.fail_startup("the shell printed no prompt in time".into());
             }
             self.session.expire_tombstones();
+            self.session.observe_prompts();
             self.answer_waiters();
             if let Some(grace) = self.terminating
                 && ((self.session.reap_all() && self.session_processes().is_empty())
@@ -425,31 +403,34 @@ impl EventLoop {
                     Err(e) => self.respond(client, &Response::Error(e)),
                 }
             }
-            Request::Read { offset, wait } => self.waiters.push(Waiter {
+            Request::Read { offset, wait } => self.waiters.push(Waiter::plain(
                 client,
-                kind: WaitKind::Read { offset },
-                deadline: Deadline::after("read wait", Duration::from_millis(wait.timeout_ms)),
-                settle: None,
-                seen_total: 0,
-                settle_at: None,
-            }),
+                WaitKind::Read { offset },
+                Deadline::after("read wait", Duration::from_millis(wait.timeout_ms)),
+            )),
             Request::Watch {
                 after,
                 wait,
                 screen,
                 known,
-            } => self.waiters.push(Waiter {
+            } => self.waiters.push(Waiter::plain(
                 client,
-                kind: WaitKind::Watch {
+                WaitKind::Watch {
                     after,
                     screen,
                     known,
                 },
-                deadline: Deadline::after("watch wait", Duration::from_millis(wait.timeout_ms)),
-                settle: None,
-                seen_total: 0,
-                settle_at: None,
-            }),
+                Deadline::after("watch wait", Duration::from_millis(wait.timeout_ms)),
+            )),
+            Request::Prompt(ask) => {
+                let reply = self.session.prompt(&ask);
+                self.respond(client, &Response::Prompt(reply))
+            }
+            Request::PromptStatus { key, seen, wait } => self.waiters.push(Waiter::plain(
+                client,
+                WaitKind::Prompt { key, seen },
+                Deadline::after("prompt wait", Duration::from_millis(wait.timeout_ms)),
+            )),
             Request::Secrets { learn } => {
                 self.session.secrets.learn_all(&learn.0);
                 let values = SecretValues(self.session.secrets.values().to_vec());
@@ -460,14 +441,11 @@ impl EventLoop {
                 self.respond(client, &r)
             }
             Request::Reset => match self.session.reset() {
-                Ok(()) => self.waiters.push(Waiter {
+                Ok(()) => self.waiters.push(Waiter::plain(
                     client,
-                    kind: WaitKind::Reset,
-                    deadline: Deadline::after("shell start", SHELL_START_TIMEOUT),
-                    settle: None,
-                    seen_total: 0,
-                    settle_at: None,
-                }),
+                    WaitKind::Reset,
+                    Deadline::after("shell start", SHELL_START_TIMEOUT),
+                )),
                 Err(detail) => self.respond(client, &Response::Error(GuardianError::Io { detail })),
             },
             Request::Shutdown => {
@@ -512,6 +490,13 @@ impl EventLoop {
                         done.push(i);
                     }
                 }
+                WaitKind::Prompt { key, seen } => {
+                    if seen.as_ref() != Some(&self.session.prompt_status(key))
+                        || w.deadline.expired()
+                    {
+                        done.push(i);
+                    }
+                }
                 WaitKind::Action { bg } => {
                     let total = self.session.output_total(bg.as_deref());
                     if let Some(settle) = w.settle
@@ -545,6 +530,9 @@ impl EventLoop {
                 }
                 WaitKind::Watch { screen, known, .. } => {
                     Response::Facts(self.session.facts(screen, known))
+                }
+                WaitKind::Prompt { key, .. } => {
+                    Response::PromptStatus(self.session.prompt_status(&key))
                 }
                 WaitKind::Reset => Response::Error(GuardianError::Io {
                     detail: "the new shell printed no prompt in time".into(),

@@ -12,12 +12,15 @@ pub mod event_loop;
 pub mod exec;
 pub mod facts;
 pub mod harvest;
+pub mod prompt;
+pub mod prompt_watch;
 pub mod reaper;
 pub mod screen;
 pub mod session;
 pub mod shell;
 pub mod sigchld;
 pub mod slots;
+mod waiter;
 
 use crate::deadline::Deadline;
 use crossbeam_channel::{bounded, select};

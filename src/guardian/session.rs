@@ -77,6 +77,8 @@ pub struct Session {
     harvest: Harvester,
     /// Activity counter and recently ended executions, for the history recorder.
     pub activity: super::activity::Activity,
+    /// Prompts written to the foreground program, watched for activity.
+    pub prompts: super::prompt_watch::Prompts,
 }
 
 /// What reading a PTY produced, for the event loop's waiters.
@@ -114,6 +116,7 @@ impl Session {
             secrets: KnownSecrets::from_env(&spec.env),
             harvest: Harvester::default(),
             activity: Default::default(),
+            prompts: Default::default(),
             spec,
         })
     }
@@ -502,6 +505,10 @@ impl Session {
                 .map(|(id, _)| id.clone())
                 .collect(),
             build: crate::build_info::identity(),
+            capabilities: crate::wire::guardian::CAPABILITIES
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! Invariant: the directory is 0700 and the database files are 0600 before any row is
 //! written; schema changes happen only through the numbered `MIGRATIONS`.
 
+pub mod agent_receipts;
 pub mod history;
 pub mod history_marks;
 pub mod permits;
@@ -74,6 +75,8 @@ const MIGRATIONS: &[&str] = &[
     // 7: history admission marks (reconciling commands no adapter recorded) and screen
     // bytes on each record (one aggregate for the scope caps).
     history_marks::MIGRATION,
+    // 8: native prompt receipts (see `agent_receipts`).
+    agent_receipts::MIGRATION,
 ];
 
 /// Keep query plans fixed once prepared. The bundled SQLite is built with STAT4, which

@@ -60,6 +60,18 @@ error_codes! {
     // Agent.
     /// Native prompt receipts are not in this build; nothing was sent.
     AgentPromptUnavailable => "agent_prompt_unavailable",
+    /// The target is not waiting for input (or ended, or is not the foreground program);
+    /// nothing was sent.
+    AgentTargetNotReady => "agent_target_not_ready",
+    /// The target's guardian does not answer; nothing was sent.
+    AgentTargetUnavailable => "agent_target_unavailable",
+    /// The `prompt_id` holds another prompt's receipt; nothing was sent.
+    PromptIdConflict => "prompt_id_conflict",
+    /// 64 receipts in this runtime generation; nothing was sent.
+    AgentReceiptLimit => "agent_receipt_limit",
+    AgentReceiptNotFound => "agent_receipt_not_found",
+    /// A native prompt may or may not have reached the program; never resend it.
+    AgentDeliveryUncertain => "agent_delivery_uncertain",
     HerdrDisabled => "herdr_disabled",
     HerdrConfiguration => "herdr_configuration",
     HerdrUnavailable => "herdr_unavailable",

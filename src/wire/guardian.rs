@@ -64,9 +64,24 @@ pub enum Request {
         #[serde(default)]
         learn: SecretValues,
     },
+    /// Write `text` and Enter, as one buffer, to the running foreground execution
+    /// `execution_id` if the `recognizer` says it waits for input and `runtime` is this
+    /// guardian; otherwise write nothing (`Response::Prompt`). `key` names the prompt for
+    /// `PromptStatus`.
+    Prompt(PromptAsk),
+    /// What is known of the prompt `key`, answered once it differs from `seen` or when
+    /// `wait` ends (`Response::PromptStatus`).
+    PromptStatus {
+        key: String,
+        seen: Option<PromptStatus>,
+        wait: Wait,
+    },
     /// End the guardian and everything it runs.
     Shutdown,
 }
+
+/// What this build's guardians can do beyond protocol 1, listed in `Snapshot`.
+pub const CAPABILITIES: &[&str] = &["prompt"];
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -148,6 +163,9 @@ pub struct Snapshot {
     pub running: Option<String>,
     pub background: Vec<String>,
     pub build: String,
+    /// `CAPABILITIES` of the guardian's build (empty from older guardians).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
 }
 
 /// What a guardian knows of its executions, for the history recorder. `seq` grows with
@@ -266,6 +284,8 @@ pub enum Response {
         secrets: SecretValues,
     },
     Done,
+    Prompt(PromptReply),
+    PromptStatus(PromptStatus),
     Error(GuardianError),
 }
 
@@ -287,4 +307,79 @@ pub enum GuardianError {
     Io {
         detail: String,
     },
+}
+
+/// A native prompt (`Request::Prompt`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PromptAsk {
+    pub execution_id: String,
+    pub key: String,
+    pub text: String,
+    pub recognizer: String,
+    /// The guardian identity the caller checked (`guardian_identity`): another one
+    /// refuses.
+    pub runtime: String,
+}
+
+/// How a prompt's text and Enter went to the terminal.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptDelivery {
+    /// Written in full, once.
+    Delivered,
+    /// A check failed; nothing was written.
+    Refused,
+    /// The write failed part-way: some bytes may have reached the program.
+    Uncertain,
+}
+
+/// Why a prompt was refused (nothing was written).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptRefusal {
+    /// The runtime identity or shell changed since the caller looked.
+    GenerationChanged,
+    /// The target is the foreground execution, and it has ended.
+    Exited,
+    /// The target is a background execution (no terminal screen to check).
+    NotForeground,
+    /// The target is not running in this session.
+    NotRunning,
+    /// The screen does not say the program waits for input.
+    NotReady,
+    /// The recognizer cannot run in the guardian (`configurable`).
+    UnsupportedRecognizer,
+    /// This guardian already wrote a prompt under this key.
+    AlreadySent,
+}
+
+/// The answer to `Request::Prompt`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PromptReply {
+    pub delivery: PromptDelivery,
+    pub refusal: Option<PromptRefusal>,
+    /// The generation the prompt is bound to (`<guardian identity>/<shell pid>`).
+    pub generation: String,
+    /// The activity counter just before the write.
+    pub baseline_seq: u64,
+    /// The text itself looks like a work or approval marker: activity stays unconfirmed.
+    pub suppressed: bool,
+    /// The recognizer's state at the check.
+    pub state: Option<String>,
+}
+
+/// What a guardian knows of a prompt it wrote (`Request::PromptStatus`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PromptStatus {
+    /// This guardian wrote the prompt (false: another generation, or never sent).
+    pub known: bool,
+    /// The generation the prompt was written in.
+    pub generation: String,
+    pub current_generation: String,
+    pub activity_observed: bool,
+    pub suppressed: bool,
+    /// The target's recognised state now (none once it ended).
+    pub state: Option<String>,
+    pub exited: bool,
+    pub exit_code: Option<i32>,
 }

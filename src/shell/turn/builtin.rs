@@ -172,6 +172,14 @@ impl Program {
         }
     }
 
+    /// Does a busy or approval rule match `text`, signature or not?
+    pub fn activity_rule_matches(&self, text: &str) -> bool {
+        self.rules.iter().any(|r| {
+            matches!(r.state, TurnState::Busy | TurnState::AwaitingApproval)
+                && r.regex.is_match(text)
+        })
+    }
+
     /// Asked for by name: a missing signature or no matching rule is `Unknown`, said why.
     pub fn recognize_named(&self, input: &RecognitionInput) -> Detection {
         match self.check(input) {

@@ -48,6 +48,11 @@ fn decided(state: TurnState, source: &'static str, rule: &str, priority: u32) ->
     }
 }
 
+/// Does some line of `text` ask yes/no (the screen-based approval rule)?
+pub fn yes_no_matches(text: &str) -> bool {
+    text.lines().any(|l| patterns().0.is_match(l.trim_end()))
+}
+
 pub fn recognize(input: &RecognitionInput) -> Detection {
     if !input.running {
         return Detection::not_running(GENERIC);

@@ -166,6 +166,32 @@ impl Detection {
     }
 }
 
+/// Could `text`, typed into a terminal `cols` wide and echoed, match a work or approval
+/// rule — its own words, laid out as typed, reflowed onto one line, or wrapped at the
+/// terminal's width (or a little less, for an input box's prefix)? Built-in rules are
+/// tried without their signatures, plus the generic yes/no question. Conservative by
+/// design: a prompt for which this says yes never confirms activity (seed 000).
+pub fn resembles_activity(text: &str, cols: usize) -> bool {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut variants = vec![text.to_string(), flat.clone()];
+    for width in [cols, cols.saturating_sub(2), cols.saturating_sub(4)] {
+        variants.push(wrap(&flat, width.max(8)));
+    }
+    variants.iter().any(|v| {
+        builtin::all().iter().any(|p| p.activity_rule_matches(v)) || generic::yes_no_matches(v)
+    })
+}
+
+/// `text` cut into rows of `width` characters, as a terminal lays out a long line.
+fn wrap(text: &str, width: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(width)
+        .map(|c| c.iter().collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Recognise the turn state with the chosen recognizer. Errors: a named recognizer that
 /// does not exist, or `configurable` without loaded rules.
 pub fn recognize(

@@ -7,6 +7,7 @@
 
 pub mod advice;
 pub mod herdr;
+mod prompt;
 
 use super::ToolContext;
 use super::envelope::{Status, ToolOutput};
@@ -70,12 +71,14 @@ fn native(
         let p = parse_prompt(action)?;
         let (_, binding) = super::session_args(ctx, map, FIELDS)?;
         may_prompt(ctx, &binding)?;
-        return native_prompt_unavailable(&p);
+        let x = execution::open(ctx, &binding, TOOL)?;
+        return prompt::prompt(ctx, &x, &p);
     }
     if kind == "wait" && action.contains_key("prompt_id") {
         let p = parse_receipt_wait(action)?;
-        super::session_args(ctx, map, FIELDS)?;
-        return native_prompt_unavailable(&p);
+        let (_, binding) = super::session_args(ctx, map, FIELDS)?;
+        let x = execution::open(ctx, &binding, TOOL)?;
+        return prompt::wait(ctx, &x, &p);
     }
     let parsed = execution::parse(kind, action)?;
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
@@ -108,6 +111,9 @@ pub struct PromptArgs {
     pub text: Option<String>,
     pub recognizer: Option<String>,
     pub timeout_seconds: f64,
+    /// A receipt wait ends once activity is observed (`until: "activity"`), rather than
+    /// when the outcome leaves `waiting`.
+    pub until_activity: bool,
 }
 
 fn prompt_id(v: Option<&Value>) -> Result<String, ToolError> {
@@ -165,8 +171,14 @@ fn recognizer(action: &Map<String, Value>) -> Result<Option<String>, ToolError> 
             let name = v
                 .as_str()
                 .ok_or_else(|| bad("recognizer must be a string"))?;
-            crate::shell::turn::Choice::parse(name).map_err(bad)?;
-            Ok(Some(name.to_string()))
+            match crate::shell::turn::Choice::parse(name).map_err(bad)? {
+                // Readiness is checked in the guardian, which has no operator rule file.
+                crate::shell::turn::Choice::Configurable => Err(bad(
+                    "native prompts check readiness with auto, generic, claude_code or codex; \
+                     configurable rules are not available to the guardian",
+                )),
+                _ => Ok(Some(name.to_string())),
+            }
         }
     }
 }
@@ -187,18 +199,26 @@ pub fn parse_prompt(action: &Map<String, Value>) -> Result<PromptArgs, ToolError
         text: Some(prompt_text(action.get("text"))?),
         recognizer: recognizer(action)?,
         timeout_seconds: inline_wait(action)?,
+        until_activity: false,
     })
 }
 
 fn parse_receipt_wait(action: &Map<String, Value>) -> Result<PromptArgs, ToolError> {
-    let allowed = ["target", "prompt_id", "recognizer", "timeout_seconds"];
+    let allowed = ["target", "prompt_id", "timeout_seconds", "until"];
     execution::only(action, &allowed)?;
+    let until_activity = match action.get("until") {
+        None => false,
+        Some(v) if v == "outcome" => false,
+        Some(v) if v == "activity" => true,
+        Some(_) => return Err(bad("until must be \"outcome\" (default) or \"activity\"")),
+    };
     Ok(PromptArgs {
         target: execution::execution_id(action.get("target"), "target")?,
         prompt_id: prompt_id(action.get("prompt_id"))?,
         text: None,
-        recognizer: recognizer(action)?,
+        recognizer: None,
         timeout_seconds: inline_wait(action)?,
+        until_activity,
     })
 }
 
@@ -232,24 +252,4 @@ pub(crate) fn may_prompt(
         ));
     }
     Ok(())
-}
-
-/// REPLACED BY THE NATIVE PROMPT RECEIPTS WORK (issue 14 item 2): the one place a checked
-/// native `prompt`, or a `wait` with `prompt_id`, is answered. This build has no
-/// receipts, so it says so explicitly and sends nothing — never a fallback to raw input.
-fn native_prompt_unavailable(p: &PromptArgs) -> Result<ToolOutput, ToolError> {
-    let _ = (
-        &p.target,
-        &p.prompt_id,
-        &p.text,
-        &p.recognizer,
-        p.timeout_seconds,
-    );
-    Err(fail(
-        ErrorCode::AgentPromptUnavailable,
-        Status::Failed,
-        false,
-        "native prompt receipts are not available in this build".into(),
-        json!({"input_sent": false, "prompt_id": p.prompt_id}),
-    ))
 }

@@ -1,0 +1,221 @@
+//! Native prompts (issue 14): text and Enter are written to the running foreground
+//! execution a prompt names, only while its screen says it waits for input, as one
+//! buffer in the same event-loop turn as the checks; afterwards the guardian watches that
+//! execution's screen for activity against the baseline taken at the write.
+//!
+//! Invariants: nothing is written unless every check passed in this turn (a refusal
+//! writes nothing). Activity is strict: a busy or approval state recognised from the
+//! screen (a rule matched; output timing never counts), on a screen that differs from the
+//! baseline, and never for a prompt whose own text looks like such a marker (its echo
+//! could be what matched). Once observed, activity stays observed.
+
+use super::prompt_watch::{MAX_WATCHES, PENDING_MS, Watch};
+use super::session::Session;
+use crate::deadline::unix_ms;
+use crate::shell::pty;
+use crate::shell::turn::{self, Choice, RecognitionInput, SOURCE_SCREEN, TurnState};
+use crate::wire::guardian::{
+    PromptAsk, PromptDelivery, PromptRefusal, PromptReply, PromptStatus, guardian_identity,
+};
+use std::os::fd::AsRawFd;
+
+fn wire_state(s: TurnState) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl Session {
+    /// The runtime generation: this guardian's identity and its current shell (a reset
+    /// starts a new generation).
+    pub fn generation(&self) -> String {
+        let id = guardian_identity(std::process::id(), self.clocks.created_ms);
+        format!("{id}/{}", self.shell.pid)
+    }
+
+    /// The screen of the running foreground execution `id`, if that is what runs.
+    fn live_screen(&self, id: &str) -> Option<(String, u64)> {
+        let f = self.screen_fact()?;
+        (f.execution_id == id).then_some((f.text, f.quiet_ms))
+    }
+
+    fn refuse(&self, refusal: PromptRefusal, state: Option<String>) -> PromptReply {
+        PromptReply {
+            delivery: PromptDelivery::Refused,
+            refusal: Some(refusal),
+            generation: self.generation(),
+            baseline_seq: self.activity.seq,
+            suppressed: false,
+            state,
+        }
+    }
+
+    /// Check readiness and write `text` + Enter once, or refuse and write nothing.
+    pub fn prompt(&mut self, ask: &PromptAsk) -> PromptReply {
+        if ask.runtime != guardian_identity(std::process::id(), self.clocks.created_ms) {
+            return self.refuse(PromptRefusal::GenerationChanged, None);
+        }
+        let choice = match Choice::parse(&ask.recognizer) {
+            Ok(Choice::Configurable) | Err(_) => {
+                return self.refuse(PromptRefusal::UnsupportedRecognizer, None);
+            }
+            Ok(c) => c,
+        };
+        if self.prompts.watches.iter().any(|w| w.key == ask.key) {
+            return self.refuse(PromptRefusal::AlreadySent, None);
+        }
+        let now = unix_ms();
+        let current = self.live_screen(&ask.execution_id).map(|(text, _)| text);
+        let total = self.transcript.total();
+        let pending = self.prompts.watches.iter().any(|w| {
+            w.execution_id == ask.execution_id
+                && !w.activity
+                && now - w.written_ms < PENDING_MS
+                && !(total > w.written_total && current.as_ref() == Some(&w.baseline))
+        });
+        if pending {
+            let state = Some("previous_prompt_pending".to_string());
+            return self.refuse(PromptRefusal::NotReady, state);
+        }
+        let Some((screen, quiet_ms)) = self.live_screen(&ask.execution_id) else {
+            let refusal = match &self.fg {
+                Some(e) if e.id == ask.execution_id => PromptRefusal::Exited,
+                _ if self.bg.values().any(|b| b.exec.id == ask.execution_id) => {
+                    PromptRefusal::NotForeground
+                }
+                _ => PromptRefusal::NotRunning,
+            };
+            return self.refuse(refusal, None);
+        };
+        let input = RecognitionInput {
+            screen: &screen,
+            quiet_ms,
+            running: true,
+        };
+        let detection = match turn::recognize(&choice, &input, None) {
+            Ok(d) => d,
+            Err(_) => return self.refuse(PromptRefusal::UnsupportedRecognizer, None),
+        };
+        let state = wire_state(detection.state);
+        if !matches!(detection.state, TurnState::AwaitingInput | TurnState::Idle) {
+            return self.refuse(PromptRefusal::NotReady, Some(state));
+        }
+        let baseline_seq = self.activity.seq;
+        let mut bytes = Vec::with_capacity(ask.text.len() + 1);
+        bytes.extend_from_slice(ask.text.as_bytes());
+        bytes.push(b'\r');
+        self.touch();
+        // One buffer: the kernel may take a long text in pieces, but Enter is never a
+        // separate request made after another check.
+        let written = pty::write_all(self.shell.master.as_raw_fd(), &bytes);
+        let suppressed = turn::resembles_activity(&ask.text, usize::from(pty::DEFAULT_COLS));
+        self.activity.bump();
+        let delivery = match written {
+            Ok(()) => PromptDelivery::Delivered,
+            // Some bytes may have gone: the caller must not resend.
+            Err(_) => PromptDelivery::Uncertain,
+        };
+        self.prompts.watches.push_back(Watch {
+            key: ask.key.to_string(),
+            execution_id: ask.execution_id.to_string(),
+            generation: self.generation(),
+            choice,
+            baseline: screen,
+            suppressed,
+            activity: false,
+            written_ms: now,
+            written_total: total,
+        });
+        while self.prompts.watches.len() > MAX_WATCHES {
+            self.prompts.watches.pop_front();
+        }
+        PromptReply {
+            delivery,
+            refusal: None,
+            generation: self.generation(),
+            baseline_seq,
+            suppressed,
+            state: Some(state),
+        }
+    }
+
+    /// Recognise watched executions' screens now, so short busy phases are not missed
+    /// between two status requests. Cheap when nothing is pending: one scan of the
+    /// watches.
+    pub fn observe_prompts(&mut self) {
+        let Some(fg) = self.fg.as_ref().filter(|e| !e.finished()) else {
+            return;
+        };
+        let pending = |w: &Watch| !w.activity && !w.suppressed && w.execution_id == fg.id;
+        if !self.prompts.watches.iter().any(pending) {
+            return;
+        }
+        let generation = self.generation();
+        let Some(fact) = self.screen_fact() else {
+            return;
+        };
+        for w in self.prompts.watches.iter_mut() {
+            if w.activity || w.suppressed || w.execution_id != fact.execution_id {
+                continue;
+            }
+            if w.generation != generation || fact.text == w.baseline {
+                continue;
+            }
+            let input = RecognitionInput {
+                screen: &fact.text,
+                quiet_ms: fact.quiet_ms,
+                running: true,
+            };
+            if let Ok(d) = turn::recognize(&w.choice, &input, None)
+                && d.source == SOURCE_SCREEN
+                && matches!(d.state, TurnState::Busy | TurnState::AwaitingApproval)
+            {
+                w.activity = true;
+            }
+        }
+    }
+
+    /// What is known now of the prompt `key` (after `observe_prompts`).
+    pub fn prompt_status(&self, key: &str) -> PromptStatus {
+        let generation = self.generation();
+        let Some(w) = self.prompts.watches.iter().find(|w| w.key == key) else {
+            return PromptStatus {
+                known: false,
+                generation,
+                ..PromptStatus::default()
+            };
+        };
+        let exit = match &self.fg {
+            Some(e) if e.id == w.execution_id && e.finished() => Some(e.exit_code),
+            Some(e) if e.id == w.execution_id => None,
+            // Replaced by a later command: it ended; its code is in the history.
+            _ => Some(None),
+        };
+        let state = match exit {
+            Some(_) => None,
+            None => self
+                .live_screen(&w.execution_id)
+                .and_then(|(screen, quiet_ms)| {
+                    let input = RecognitionInput {
+                        screen: &screen,
+                        quiet_ms,
+                        running: true,
+                    };
+                    turn::recognize(&w.choice, &input, None)
+                        .ok()
+                        .map(|d| wire_state(d.state))
+                }),
+        };
+        PromptStatus {
+            known: true,
+            generation: w.generation.clone(),
+            current_generation: generation,
+            activity_observed: w.activity,
+            suppressed: w.suppressed,
+            state,
+            exited: exit.is_some(),
+            exit_code: exit.flatten(),
+        }
+    }
+}
