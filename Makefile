@@ -73,6 +73,7 @@ bench:
 	$(CARGO) bench --bench shell
 	$(CARGO) bench --bench files
 	$(CARGO) bench --bench history
+	$(CARGO) bench --bench agent
 	$(CARGO) bench --bench usage
 	$(CARGO) bench --bench codemap
 	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
