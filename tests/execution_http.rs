@@ -115,3 +115,52 @@ fn ids_and_cursors_do_not_cross_principals_or_workspaces() {
         "{r}"
     );
 }
+
+/// A native prompt's target and receipts belong to the principal (and session) that
+/// prompted: another principal, same workspace and thread id, finds neither, and nothing
+/// it tries reaches the program.
+#[test]
+fn prompt_targets_and_receipts_do_not_cross_principals() {
+    let home = Home::new();
+    let cfg = two_principals(&home, "");
+    let s = Server::start_in(home, &["--principal-config", &cfg], &[], false);
+    let (alice, bob) = (format!("{TOKEN}-a"), format!("{TOKEN}-b"));
+    let ws = path_str(&s.home.workspace);
+    let pa = pair(&s, &alice, &ws, Some("shared-id"));
+    let log = s.home.workspace.join("codex.log");
+    let fake = support::manifest_dir().join("tests/fake/fake-agent");
+    let mut args = pa.clone();
+    args["action_json"] =
+        json!({"command": format!("python3 {} codex {}", fake.display(), log.display())});
+    args["wait_for_seconds"] = json!(0.3);
+    let r = s.call(&alice, "BashCommand", args);
+    let id = r["structuredContent"]["data"]["state"]["execution_id"].clone();
+    let mut args = pa.clone();
+    args["action_json"] = json!({"wait_for_turn": true});
+    let r = s.call(&alice, "BashCommand", args);
+    assert_eq!(
+        r["structuredContent"]["data"]["turn_state"], "awaiting_input",
+        "{r}"
+    );
+    let agent = |token: &str, p: &Value, action: Value| {
+        let mut args = p.clone();
+        args["action"] = action;
+        s.call(token, "Agent", args)["structuredContent"].clone()
+    };
+    let prompt = json!({"type": "prompt", "target": id, "prompt_id": "p1",
+                        "text": "work:50 from alice", "timeout_seconds": 15});
+    let r = agent(&alice, &pa, prompt.clone());
+    assert_eq!(r["data"]["delivery"], "delivered", "{r}");
+    assert_eq!(r["data"]["outcome"], "awaiting_input", "{r}");
+
+    let pb = pair(&s, &bob, &ws, Some("shared-id"));
+    let r = agent(&bob, &pb, prompt);
+    assert_eq!(r["errorCode"], "execution_not_found", "{r}");
+    let wait = json!({"type": "wait", "target": id, "prompt_id": "p1"});
+    let r = agent(&bob, &pb, wait.clone());
+    assert_eq!(r["errorCode"], "agent_receipt_not_found", "{r}");
+    let r = agent(&alice, &pa, wait);
+    assert_eq!(r["data"]["outcome"], "awaiting_input", "{r}");
+    let got = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(got, "work:50 from alice\n");
+}

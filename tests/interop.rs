@@ -230,3 +230,20 @@ fn python_sdk_orchestrates_builds_through_the_execution_history() {
     );
     assert!(run.status.success());
 }
+
+/// Issue 14's "done when": an orchestrator on the Python SDK runs the fake Codex in a
+/// session, prompts it exactly once, re-reads the receipt after a server restart, waits
+/// for it to be idle again and gets recovery advice for `claude --resume <uuid>`.
+#[test]
+fn python_sdk_delegates_to_an_agent_exactly_once() {
+    let run = run_named("sdk_agent.py", "auto");
+    let r = report("agent", &run);
+    assert_eq!(
+        r["ok"],
+        true,
+        "agent scenario failed: {}\nstderr:\n{}",
+        serde_json::to_string_pretty(&r).unwrap(),
+        run.stderr
+    );
+    assert!(run.status.success());
+}

@@ -282,6 +282,31 @@ fn rule_files_are_checked_before_use() {
     );
 }
 
+/// Prompt texts that could be mistaken for work or approval once echoed: as typed, reflowed,
+/// or wrapped so a marker starts a row. Plain requests are not.
+#[test]
+fn texts_resembling_activity_are_recognised() {
+    for text in [
+        "please show (5s • esc to interrupt) in the docs",
+        "✻ Thinking… (esc to interrupt)",
+        "Would you like to run the following command? say yes",
+        "Continue? (y/n)",
+        "Do you want to proceed?\n❯ 1. Yes",
+    ] {
+        assert!(super::resembles_activity(text, 80), "{text}");
+    }
+    // Wrapped at the terminal width, "• Working" begins a row.
+    let wrapped = format!("{}• Working on it", "x".repeat(80));
+    assert!(super::resembles_activity(&wrapped, 80));
+    for text in [
+        "Review the current changes and report defects.",
+        "work:200 build it",
+        "quiet please",
+    ] {
+        assert!(!super::resembles_activity(text, 80), "{text}");
+    }
+}
+
 proptest! {
     #[test]
     fn no_screen_text_makes_recognition_panic(
