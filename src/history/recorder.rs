@@ -277,11 +277,10 @@ impl Recorder {
     }
 }
 
-/// A batch: `first` and whatever else is queued (up to `MAX_BATCH`). A batch of nothing
-/// but admissions also waits up to `ADMIT_WINDOW` for more, ending early at the first
-/// other message: a command's admission then usually shares its transaction with the
-/// watcher's first facts about it (a command loop commits once per window, not once per
-/// command). A reader's `sync` ends the wait at once.
+/// A batch: `first` and whatever else is queued (up to `MAX_BATCH`). A batch that starts
+/// with an admission also waits up to `ADMIT_WINDOW` for more admissions and watchers'
+/// facts (a command loop commits once per window, not once or twice per command); the
+/// first message a reader waits for (a sync, a refresh) ends the wait at once.
 fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
     let window = matches!(first, Msg::Admit(_)).then(|| Deadline::after("admission", ADMIT_WINDOW));
     let timer = window.map_or_else(crossbeam_channel::never, |w| w.receiver());
@@ -297,7 +296,9 @@ fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
             },
         };
         let Some(m) = next else { break };
-        only_admissions &= matches!(m, Msg::Admit(_));
+        // Admissions and watchers' facts may wait for the window; anything a reader waits
+        // for (a sync, a refresh) ends it.
+        only_admissions &= matches!(m, Msg::Admit(_) | Msg::Facts { watcher: true, .. });
         batch.push(m);
     }
     batch
