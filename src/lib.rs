@@ -22,6 +22,7 @@ pub mod mcp;
 pub mod operator;
 pub mod process;
 pub mod runtime;
+pub mod sandbox;
 pub mod session;
 pub mod shell;
 pub mod store;

@@ -18,6 +18,7 @@ pub const LAYERS: &[&[&str]] = &[
         "process",
         "fsutil",
         "lru",
+        "sandbox",
     ],
     &["wire", "jsonrpc", "shell"],
     &["ipc", "store", "usage"],
