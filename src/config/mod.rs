@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod http;
 pub mod opcli;
+pub mod sandbox;
 pub mod usage;
 pub mod vars;
 pub mod winxd;
@@ -77,6 +78,8 @@ pub struct Config {
     pub log_json: bool,
     /// `WINX_USAGE_CLOCK_SKEW_SECS` in ms (also without a log: `report --log` uses it).
     pub usage_clock_skew_ms: i64,
+    /// The Landlock sandbox (`WINX_SANDBOX*`), applied by `main` before any thread.
+    pub sandbox: crate::sandbox::Plan,
 }
 
 /// What `doctor` needs from the environment: presence flags and paths, never values of
@@ -127,10 +130,16 @@ fn diagnostics(env: vars::Env) -> Diagnostics {
     if let Some(s) = vars::text(&vars::SOCKET, env) {
         socket_candidates.push(PathBuf::from(s));
     }
+    // Under a sandbox the default places gain the rules' subdirectory (`runtime_dir`).
+    let sub = PathBuf::from(sandbox::runtime_subdir(env).unwrap_or_default());
     if let Some(x) = env("XDG_RUNTIME_DIR").filter(|s| !s.is_empty()) {
-        socket_candidates.push(PathBuf::from(x).join("winx/winxd.sock"));
+        socket_candidates.push(PathBuf::from(x).join("winx").join(&sub).join("winxd.sock"));
     }
-    socket_candidates.push(PathBuf::from(format!("/tmp/winx-{uid}/winxd.sock")));
+    socket_candidates.push(
+        PathBuf::from(format!("/tmp/winx-{uid}"))
+            .join(&sub)
+            .join("winxd.sock"),
+    );
     let file_containment = match env(vars::ALLOW_PATHS.name).as_deref() {
         None | Some("") => "workspace",
         Some(v) if v.split(':').any(|p| p == "/") => "unconfined",
@@ -161,7 +170,15 @@ impl Config {
         // winxd's variables are checked here too, so a bad value is a startup error of the
         // adapter (exit 2) rather than a winxd that cannot start.
         winxd::lifecycle(env)?;
-        let runtime = runtime_config(env, &state_dir, vars.clone())?;
+        let mut runtime = runtime_config(env, &state_dir, vars.clone())?;
+        let herdr_config = vars::text(&vars::HERDR_CONFIG, env).map(PathBuf::from);
+        let sandbox = sandbox::plan(
+            env,
+            &state_dir,
+            &runtime.runtime_dir,
+            herdr_config.as_slice(),
+        )?;
+        sandbox::child_env(&sandbox, &mut runtime.base_env);
         let mut allow_paths = crate::files::policy::AllowPaths::parse(
             &vars::text(&vars::ALLOW_PATHS, env).unwrap_or_default(),
         );
@@ -172,7 +189,11 @@ impl Config {
             allow_paths.protect_dir(&runtime.runtime_dir);
         }
         let usage = usage_settings(env, &state_dir)?;
+        if let Some(u) = &usage {
+            sandbox::check_usage_log(&sandbox, &u.path)?;
+        }
         Ok(Config {
+            sandbox,
             usage,
             log_json: vars::one_of(&vars::LOG_FORMAT, env)? == "json",
             usage_clock_skew_ms: vars::number(&vars::USAGE_CLOCK_SKEW_SECS, env)? as i64 * 1000,
@@ -198,7 +219,7 @@ impl Config {
             server_instructions: vars::text(&vars::SERVER_INSTRUCTIONS, env),
             principal: "local".into(),
             herdr: crate::tools::agent::herdr::Setting {
-                config: vars::text(&vars::HERDR_CONFIG, env).map(PathBuf::from),
+                config: herdr_config,
                 http: false,
                 inherited: vars
                     .iter()
@@ -223,7 +244,7 @@ fn turn_rules(
 }
 
 /// `$WINX_STATE_DIR`, else `$XDG_STATE_HOME/winx`, else `~/.local/state/winx`.
-fn state_dir(env: vars::Env) -> Option<PathBuf> {
+pub(crate) fn state_dir(env: vars::Env) -> Option<PathBuf> {
     let nonempty = |k: &str| env(k).filter(|v| !v.is_empty());
     if let Some(d) = vars::text(&vars::STATE_DIR, env) {
         return Some(PathBuf::from(d));

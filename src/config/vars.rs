@@ -294,6 +294,32 @@ pub const USAGE_CLOCK_SKEW_SECS: Var = Var {
     help: "added to the usage log's clock: timestamps, rotation, pruning (tests)",
 };
 
+pub const SANDBOX: Var = Var {
+    name: "WINX_SANDBOX",
+    kind: Kind::OneOf {
+        default: "0",
+        values: &["0", "1", "best-effort"],
+    },
+    help: "Landlock filesystem sandbox (Linux): 1 enforces it (no Landlock: startup error); best-effort runs unsandboxed where the kernel lacks it",
+};
+pub const SANDBOX_WORKSPACE: Var = Var {
+    name: "WINX_SANDBOX_WORKSPACE",
+    kind: Kind::Text {
+        default: "the current directory at startup",
+    },
+    help: "sandbox: the startup workspace, writable (an absolute path, not /)",
+};
+pub const SANDBOX_RW_PATHS: Var = Var {
+    name: "WINX_SANDBOX_RW_PATHS",
+    kind: Kind::Text { default: "none" },
+    help: "sandbox: more writable roots (colon-separated absolute paths that exist)",
+};
+pub const SANDBOX_RO_PATHS: Var = Var {
+    name: "WINX_SANDBOX_RO_PATHS",
+    kind: Kind::Text { default: "none" },
+    help: "sandbox: more read-only roots, e.g. toolchains under HOME (colon-separated absolute paths that exist)",
+};
+
 /// Every variable, in the order `--help` and the README list them.
 pub const ALL: &[Var] = &[
     STATE_DIR,
@@ -328,6 +354,10 @@ pub const ALL: &[Var] = &[
     USAGE_LOG_ROTATION,
     USAGE_LOG_KEEP_DAYS,
     USAGE_CLOCK_SKEW_SECS,
+    SANDBOX,
+    SANDBOX_WORKSPACE,
+    SANDBOX_RW_PATHS,
+    SANDBOX_RO_PATHS,
 ];
 
 impl Var {

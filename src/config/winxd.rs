@@ -14,18 +14,59 @@ pub struct WinxdConfig {
     pub log_level: log::LevelFilter,
     /// `WINX_LOG_FORMAT=json`.
     pub log_json: bool,
+    /// The Landlock sandbox winxd applies to itself (and so to every guardian it starts);
+    /// a winxd started by a sandboxed adapter already runs inside that adapter's.
+    pub sandbox: crate::sandbox::Plan,
+    /// The directories the sandbox's rules name that winxd creates before applying it.
+    pub own_dirs: Vec<PathBuf>,
 }
 
 impl WinxdConfig {
     /// From `--socket` (if given) and the environment.
     pub fn build(socket: Option<PathBuf>, env: Env) -> Result<WinxdConfig, ConfigError> {
+        let socket = socket.unwrap_or_else(|| daemon_socket(env));
+        let (sandbox, own_dirs) = own_sandbox(env, &socket, None)?;
         Ok(WinxdConfig {
-            socket: socket.unwrap_or_else(|| daemon_socket(env)),
+            sandbox,
+            own_dirs,
+            socket,
             lifecycle: lifecycle(env)?,
             log_level: vars::log_level(env)?,
             log_json: vars::one_of(&vars::LOG_FORMAT, env)? == "json",
         })
     }
+}
+
+/// The sandbox plan of winxd (runtime directory: its socket's) or of a guardian (runtime
+/// directory: the parent of its socket's `g/`; its session directory writable too), and
+/// the private directories to create before applying it. Both take the state directory
+/// from the environment the adapter handed down.
+pub fn own_sandbox(
+    env: Env,
+    socket: &Path,
+    session_dir: Option<&Path>,
+) -> Result<(crate::sandbox::Plan, Vec<PathBuf>), ConfigError> {
+    if super::sandbox::mode(env)? == crate::sandbox::Mode::Off {
+        return Ok(Default::default());
+    }
+    let mut runtime = socket.parent().unwrap_or(Path::new("/")).to_path_buf();
+    if session_dir.is_some() && runtime.ends_with("g") {
+        runtime.pop();
+    }
+    let state = super::state_dir(env)
+        .or_else(|| session_dir.map(Path::to_path_buf))
+        .ok_or_else(|| {
+            ConfigError(
+                "WINX_SANDBOX: cannot find a state directory: set WINX_STATE_DIR or HOME".into(),
+            )
+        })?;
+    let mut plan = super::sandbox::plan(env, &state, &runtime, &[])?;
+    let mut own_dirs = vec![state, runtime];
+    if let Some(dir) = session_dir {
+        plan.rules.writable.push(super::sandbox::resolve(dir));
+        own_dirs.push(dir.to_path_buf());
+    }
+    Ok((plan, own_dirs))
 }
 
 /// The lifecycle settings, each checked by its table entry.
@@ -48,8 +89,20 @@ pub fn daemon_socket(env: Env) -> PathBuf {
 }
 
 /// `WINX_SOCKET`'s directory, else `$XDG_RUNTIME_DIR/winx` when that directory is ours and
-/// private, else `/tmp/winx-<uid>`.
+/// private, else `/tmp/winx-<uid>`; under a sandbox, the rules' subdirectory of either
+/// (`sandbox::runtime_subdir`).
 pub fn runtime_dir(env: Env) -> PathBuf {
+    if text(&SOCKET, env).is_some() {
+        return base_runtime_dir(env);
+    }
+    let base = base_runtime_dir(env);
+    match super::sandbox::runtime_subdir(env) {
+        Some(sub) => base.join(sub),
+        None => base,
+    }
+}
+
+fn base_runtime_dir(env: Env) -> PathBuf {
     use std::os::unix::fs::MetadataExt;
     let uid = nix::unistd::getuid().as_raw();
     if let Some(sock) = text(&SOCKET, env)
