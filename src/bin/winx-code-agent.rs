@@ -45,15 +45,35 @@ fn main() -> ExitCode {
         }
     };
     winx::adapter::init_logging_as(config.log_level, config.log_json);
+    // HTTP credentials are read before the sandbox closes the files they may live in.
+    let http = match args.http {
+        true => match http_config(&args, &config) {
+            Ok(h) => Some(h),
+            Err(code) => return code,
+        },
+        false => None,
+    };
+    // The sandbox comes before any thread, writer or PTY, so all of them inherit it.
+    let own_dirs = [
+        config.state_dir.as_path(),
+        config.runtime.runtime_dir.as_path(),
+    ];
+    match winx::config::sandbox::enter(&config.sandbox, &own_dirs) {
+        Ok(applied) => winx::sandbox::log_applied("winx-code-agent", &applied),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     // The usage log's writer starts after logging (it reports a bad log on stderr) and
     // before any request; without WINX_USAGE_LOG nothing is started.
     let usage = match &config.usage {
         Some(settings) => winx::usage::Sink::start(settings),
         None => winx::usage::Sink::off(),
     };
-    let code = match args.http {
-        true => serve_http(&args, &config, usage.clone()),
-        false => serve_stdio(config, usage.clone()),
+    let code = match http {
+        Some(http) => serve_http(http, &config, usage.clone()),
+        None => serve_stdio(config, usage.clone()),
     };
     // Everything the requests emitted reaches the file before the process ends.
     if !usage.flush(USAGE_FLUSH_GRACE) {
@@ -90,23 +110,27 @@ fn serve_stdio(config: Config, usage: winx::usage::Sink) -> ExitCode {
     }
 }
 
-/// `serve --http`: the HTTP configuration is built here (it reads the environment), so
-/// every credential or listener problem is a startup error with exit code 2.
-fn serve_http(args: &cli::ServeArgs, config: &Config, usage: winx::usage::Sink) -> ExitCode {
+/// `serve --http`'s configuration: built in `main` (it reads the environment and the
+/// credential files), so every credential or listener problem is a startup error with
+/// exit code 2.
+fn http_config(
+    args: &cli::ServeArgs,
+    config: &Config,
+) -> Result<winx::config::http::HttpConfig, ExitCode> {
     let vars = winx::config::process_env();
     let env = winx::config::lookup(&vars);
-    let http = match winx::config::http::HttpConfig::build(
-        args,
-        &config.policy,
-        config.max_message_bytes,
-        &env,
-    ) {
-        Ok(h) => h,
-        Err(e) => {
+    winx::config::http::HttpConfig::build(args, &config.policy, config.max_message_bytes, &env)
+        .map_err(|e| {
             eprintln!("error: {e}\nhint: run 'winx-code-agent --help' for usage");
-            return ExitCode::from(2);
-        }
-    };
+            ExitCode::from(2)
+        })
+}
+
+fn serve_http(
+    http: winx::config::http::HttpConfig,
+    config: &Config,
+    usage: winx::usage::Sink,
+) -> ExitCode {
     // File tools refuse the credentials this server was started with.
     let mut config = config.clone();
     for f in &http.secret_files {

@@ -61,11 +61,25 @@ fn main() -> ExitCode {
     };
     winx::adapter::init_logging(log::LevelFilter::Warn);
     labels.workspace = workspace.clone();
+    let env = winx::config::process_env();
+    // The requesting adapter's sandbox, applied again here (a layer on whatever winxd
+    // already runs under) before the first shell: even a winxd started outside any
+    // sandbox cannot hand a sandboxed server an unconfined shell.
+    let sandbox = winx::config::winxd::own_sandbox(
+        &winx::config::lookup(&env),
+        &socket,
+        Some(session_dir.as_path()),
+    )
+    .map_err(|e| e.to_string())
+    .and_then(|(plan, dirs)| {
+        let dirs: Vec<&std::path::Path> = dirs.iter().map(|d| d.as_path()).collect();
+        winx::config::sandbox::enter(&plan, &dirs)
+    });
     let spec = ShellSpec {
         labels,
         program,
         dialect,
-        env: winx::config::process_env(),
+        env,
         workspace,
         session_dir,
     };
@@ -85,6 +99,14 @@ fn main() -> ExitCode {
             ready::report(f, &verdict);
         }
     });
+    match sandbox {
+        Ok(applied) => winx::sandbox::log_applied("winx-guardian", &applied),
+        Err(reason) => {
+            eprintln!("winx-guardian: {reason}");
+            (ready as winx::guardian::event_loop::OnReady)(Err(reason));
+            return ExitCode::from(2);
+        }
+    }
     match guardian::run_process(spec, &socket, ready) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

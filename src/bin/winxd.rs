@@ -67,6 +67,16 @@ fn main() -> ExitCode {
         }
     };
     winx::adapter::init_logging_as(config.log_level, config.log_json);
+    // Before any thread: every guardian winxd starts inherits the sandbox.
+    let own_dirs: Vec<&std::path::Path> = config.own_dirs.iter().map(|d| d.as_path()).collect();
+    match winx::config::sandbox::enter(&config.sandbox, &own_dirs) {
+        Ok(applied) => winx::sandbox::log_applied("winxd", &applied),
+        Err(reason) => {
+            eprintln!("winxd: {reason}");
+            report(Verdict::Failed { reason });
+            return ExitCode::from(2);
+        }
+    }
     match daemon::start(&config.socket, sibling("winx-guardian"), config.lifecycle) {
         Ok(Started::AlreadyRunning) => {
             report(Verdict::AlreadyRunning);

@@ -93,6 +93,7 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
         "guardians": guardians,
         "shell": config.runtime.shell.0,
         "file_tools_containment": d.file_containment,
+        "sandbox": sandbox(config),
         "redaction": config.redact,
         "http_credentials_configured": d.http_credentials_configured,
         "usage_log_configured": config.usage.is_some(),
@@ -121,6 +122,37 @@ fn usage_log(config: &Config) -> Value {
         "writable": writable,
         "state": state,
         "rotated_files": crate::usage::file::rotated_siblings(&u.path).len(),
+    })
+}
+
+/// The Landlock sandbox a server started with this environment runs under: the mode
+/// asked for, the state it gets on this kernel (`off`, `enforced`, `best_effort_unavailable`,
+/// or `unavailable`: `WINX_SANDBOX=1` on a kernel without Landlock, which the server
+/// refuses to start with), the kernel's ABI and the rules. `doctor` itself is never
+/// sandboxed.
+fn sandbox(config: &Config) -> Value {
+    use crate::sandbox::{HANDLED_ABI, Mode, REQUIREMENT, kernel_abi};
+    let plan = &config.sandbox;
+    let kernel = kernel_abi();
+    let (state, reason) = match (plan.mode, &kernel) {
+        (Mode::Off, _) => ("off", None),
+        (_, Ok(_)) => ("enforced", None),
+        (Mode::BestEffort, Err(r)) => ("best_effort_unavailable", Some(r.as_str())),
+        (Mode::Enforce, Err(r)) => ("unavailable", Some(r.as_str())),
+    };
+    let abi = kernel.as_ref().ok().copied();
+    json!({
+        "mode": plan.mode.as_str(),
+        "state": state,
+        "kernel_abi": abi,
+        "handled_abi": HANDLED_ABI,
+        "partial": state == "enforced" && abi.is_some_and(|v| v < HANDLED_ABI),
+        "reason": reason,
+        "requirement": reason.map(|_| REQUIREMENT),
+        "workspace": plan.workspace,
+        "writable": plan.rules.writable,
+        "readable": plan.rules.readable,
+        "devices": plan.rules.devices,
     })
 }
 
