@@ -7,6 +7,7 @@ pub mod adapter;
 pub mod alloc;
 pub mod build_info;
 pub mod codemap;
+pub mod codex;
 pub mod config;
 pub mod daemon;
 pub mod deadline;

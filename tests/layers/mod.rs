@@ -19,7 +19,7 @@ pub const LAYERS: &[&[&str]] = &[
         "fsutil",
         "lru",
     ],
-    &["wire", "jsonrpc", "shell"],
+    &["wire", "jsonrpc", "shell", "codex"],
     &["ipc", "store", "usage"],
     &["guardian"],
     &["runtime", "daemon"],
