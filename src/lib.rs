@@ -22,6 +22,7 @@ pub mod lru;
 pub mod mcp;
 pub mod operator;
 pub mod process;
+pub mod requests;
 pub mod runtime;
 pub mod session;
 pub mod shell;

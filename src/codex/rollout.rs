@@ -58,7 +58,11 @@ pub fn parse(line: &[u8]) -> Item {
 
 fn meta(v: &Value) -> Option<Item> {
     let id = v.get("id")?.as_str()?.to_string();
-    let cwd = v.get("cwd").and_then(Value::as_str).unwrap_or("").to_string();
+    let cwd = v
+        .get("cwd")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     Some(Item::SessionMeta { id, cwd })
 }
 
@@ -94,9 +98,20 @@ mod tests {
     #[test]
     fn current_and_older_lines_are_understood() {
         let l = br#"{"timestamp":"t","type":"session_meta","payload":{"id":"s-1","cwd":"/w","cli_version":"0.77.0"}}"#;
-        assert_eq!(parse(l), Item::SessionMeta { id: "s-1".into(), cwd: "/w".into() });
+        assert_eq!(
+            parse(l),
+            Item::SessionMeta {
+                id: "s-1".into(),
+                cwd: "/w".into()
+            }
+        );
         let l = br#"{"timestamp":"t","type":"event_msg","payload":{"type":"task_started","turn_id":"7","model_context_window":1}}"#;
-        assert_eq!(parse(l), Item::TurnStarted { turn_id: Some("7".into()) });
+        assert_eq!(
+            parse(l),
+            Item::TurnStarted {
+                turn_id: Some("7".into())
+            }
+        );
         let l = br#"{"timestamp":"t","type":"event_msg","payload":{"type":"task_started","model_context_window":1}}"#;
         assert_eq!(parse(l), Item::TurnStarted { turn_id: None });
         let l = br#"{"type":"event_msg","payload":{"type":"user_message","message":"hi","images":null}}"#;
@@ -104,14 +119,26 @@ mod tests {
         let l = br#"{"type":"event_msg","payload":{"type":"task_complete","turn_id":"7","last_agent_message":"done"}}"#;
         assert_eq!(
             parse(l),
-            Item::TurnComplete { turn_id: Some("7".into()), last_agent_message: Some("done".into()) }
+            Item::TurnComplete {
+                turn_id: Some("7".into()),
+                last_agent_message: Some("done".into())
+            }
         );
         let l = br#"{"type":"event_msg","payload":{"type":"turn_aborted","reason":"interrupted"}}"#;
-        assert_eq!(parse(l), Item::TurnAborted { turn_id: None, reason: "interrupted".into() });
+        assert_eq!(
+            parse(l),
+            Item::TurnAborted {
+                turn_id: None,
+                reason: "interrupted".into()
+            }
+        );
         // The oldest meta line has no envelope.
         assert_eq!(
             parse(br#"{"id":"old","timestamp":"t","instructions":null}"#),
-            Item::SessionMeta { id: "old".into(), cwd: String::new() }
+            Item::SessionMeta {
+                id: "old".into(),
+                cwd: String::new()
+            }
         );
         let l = br#"{"type":"response_item","payload":{"type":"message","role":"user"}}"#;
         assert_eq!(parse(l), Item::Other);

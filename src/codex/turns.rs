@@ -57,7 +57,8 @@ impl Lines {
         // An endless line is kept only up to the parse limit (it is Oversized anyway).
         if self.partial.len() < rollout::MAX_LINE + 1 {
             let room = rollout::MAX_LINE + 1 - self.partial.len();
-            self.partial.extend_from_slice(&rest[..rest.len().min(room)]);
+            self.partial
+                .extend_from_slice(&rest[..rest.len().min(room)]);
         }
         out
     }
@@ -145,9 +146,17 @@ impl Tracker {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Pending,
-    Completed { turn_id: String, final_message: Option<String> },
-    Aborted { turn_id: String, reason: String },
-    Indeterminate { reason: String },
+    Completed {
+        turn_id: String,
+        final_message: Option<String>,
+    },
+    Aborted {
+        turn_id: String,
+        reason: String,
+    },
+    Indeterminate {
+        reason: String,
+    },
 }
 
 /// One return request's view of the lines after its armed cursor.
@@ -269,18 +278,21 @@ mod tests {
         format!("{{\"timestamp\":\"t\",\"type\":\"event_msg\",\"payload\":{payload}}}\n")
     }
     fn start(id: &str) -> String {
-        ev(&format!("{{\"type\":\"task_started\",\"turn_id\":\"{id}\"}}"))
+        ev(&format!(
+            "{{\"type\":\"task_started\",\"turn_id\":\"{id}\"}}"
+        ))
     }
     fn user(text: &str) -> String {
-        ev(&format!("{{\"type\":\"user_message\",\"message\":\"{text}\"}}"))
+        ev(&format!(
+            "{{\"type\":\"user_message\",\"message\":\"{text}\"}}"
+        ))
     }
     fn done(id: &str, msg: &str) -> String {
         ev(&format!(
             "{{\"type\":\"task_complete\",\"turn_id\":\"{id}\",\"last_agent_message\":\"{msg}\"}}"
         ))
     }
-    const META: &str =
-        "{\"timestamp\":\"t\",\"type\":\"session_meta\",\"payload\":{\"id\":\"s1\",\"cwd\":\"/w\"}}\n";
+    const META: &str = "{\"timestamp\":\"t\",\"type\":\"session_meta\",\"payload\":{\"id\":\"s1\",\"cwd\":\"/w\"}}\n";
 
     fn run(prompt: &str, lines: &[String]) -> Verdict {
         let mut c = Correlation::new(&message_digest(prompt));
@@ -317,10 +329,16 @@ mod tests {
 
     #[test]
     fn the_bound_turn_final_completes_the_request() {
-        let v = run("do it", &[start("2"), user("do it"), user("steer"), done("2", "fin")]);
+        let v = run(
+            "do it",
+            &[start("2"), user("do it"), user("steer"), done("2", "fin")],
+        );
         assert_eq!(
             v,
-            Verdict::Completed { turn_id: "2".into(), final_message: Some("fin".into()) }
+            Verdict::Completed {
+                turn_id: "2".into(),
+                final_message: Some("fin".into())
+            }
         );
         // A user message written before its turn start still binds.
         let v = run("do it", &[user("do it"), start("2"), done("2", "fin")]);
@@ -342,10 +360,14 @@ mod tests {
                 "{lines:?}"
             );
         }
-        let aborted = ev("{\"type\":\"turn_aborted\",\"turn_id\":\"2\",\"reason\":\"interrupted\"}");
+        let aborted =
+            ev("{\"type\":\"turn_aborted\",\"turn_id\":\"2\",\"reason\":\"interrupted\"}");
         assert_eq!(
             run("do it", &[start("2"), user("do it"), aborted]),
-            Verdict::Aborted { turn_id: "2".into(), reason: "interrupted".into() }
+            Verdict::Aborted {
+                turn_id: "2".into(),
+                reason: "interrupted".into()
+            }
         );
     }
 

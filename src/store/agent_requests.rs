@@ -141,7 +141,8 @@ fn event_from_row(r: &Row) -> rusqlite::Result<TerminalEvent> {
     })
 }
 
-const EVENT_COLUMNS: &str = "seq, principal, request_id, state, final_message, reason, turn_id, at_ms";
+const EVENT_COLUMNS: &str =
+    "seq, principal, request_id, state, final_message, reason, turn_id, at_ms";
 
 fn get(c: &Connection, principal: &str, id: &str) -> rusqlite::Result<Option<AgentRequest>> {
     c.query_row(
@@ -244,7 +245,12 @@ impl Store {
     }
 
     /// Hand an open request to another owner (the observer process).
-    pub fn request_adopt(&self, principal: &str, id: &str, owner: &str) -> Result<bool, StoreError> {
+    pub fn request_adopt(
+        &self,
+        principal: &str,
+        id: &str,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
         self.with(
             |c| {
                 c.execute(
@@ -284,7 +290,15 @@ impl Store {
                     "INSERT INTO agent_request_events
                         (principal, request_id, state, final_message, reason, turn_id, at_ms)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![principal, id, t.state, t.final_message, t.reason, t.turn_id, t.at_ms],
+                    params![
+                        principal,
+                        id,
+                        t.state,
+                        t.final_message,
+                        t.reason,
+                        t.turn_id,
+                        t.at_ms
+                    ],
                 )?;
                 let seq = tx.last_insert_rowid();
                 tx.execute(
@@ -299,7 +313,11 @@ impl Store {
         )
     }
 
-    pub fn request_get(&self, principal: &str, id: &str) -> Result<Option<AgentRequest>, StoreError> {
+    pub fn request_get(
+        &self,
+        principal: &str,
+        id: &str,
+    ) -> Result<Option<AgentRequest>, StoreError> {
         self.with(|c| get(c, principal, id), "read agent request")
     }
 
@@ -373,38 +391,74 @@ mod tests {
     }
 
     fn done(state: &str) -> Terminal<'_> {
-        Terminal { state, final_message: Some("fin"), reason: None, turn_id: Some("t"), at_ms: 9 }
+        Terminal {
+            state,
+            final_message: Some("fin"),
+            reason: None,
+            turn_id: Some("t"),
+            at_ms: 9,
+        }
     }
 
     #[test]
     fn register_is_idempotent_and_finish_appends_once() {
         let tmp = tempfile::tempdir().unwrap();
         let s = Store::open(tmp.path()).unwrap();
-        assert_eq!(s.request_register(&req("r1", "k")).unwrap(), Registration::New);
-        assert!(matches!(s.request_register(&req("r1", "k")).unwrap(), Registration::Existing(_)));
-        assert!(matches!(s.request_register(&req("r1", "x")).unwrap(), Registration::Conflict(_)));
+        assert_eq!(
+            s.request_register(&req("r1", "k")).unwrap(),
+            Registration::New
+        );
+        assert!(matches!(
+            s.request_register(&req("r1", "k")).unwrap(),
+            Registration::Existing(_)
+        ));
+        assert!(matches!(
+            s.request_register(&req("r1", "x")).unwrap(),
+            Registration::Conflict(_)
+        ));
         let mut w = req("r1", "k");
         w.state = SUBMITTED.into();
         w.receipt = Some("{}".into());
         w.armed_cursor = Some(10);
         assert!(s.request_written(&w).unwrap());
-        assert!(!s.request_written(&w).unwrap(), "only an admitting row is written");
-        let seq = s.request_finish("local", "r1", &done("completed")).unwrap().unwrap();
-        assert_eq!(s.request_finish("local", "r1", &done("cancelled")).unwrap(), None);
+        assert!(
+            !s.request_written(&w).unwrap(),
+            "only an admitting row is written"
+        );
+        let seq = s
+            .request_finish("local", "r1", &done("completed"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            s.request_finish("local", "r1", &done("cancelled")).unwrap(),
+            None
+        );
         let got = s.request_get("local", "r1").unwrap().unwrap();
-        assert_eq!((got.state.as_str(), got.terminal_event_sequence), (TERMINAL, Some(seq)));
+        assert_eq!(
+            (got.state.as_str(), got.terminal_event_sequence),
+            (TERMINAL, Some(seq))
+        );
         let evs = s.request_events_after("local", 0, 10).unwrap();
         assert_eq!(evs.len(), 1);
         assert_eq!(evs[0].final_message.as_deref(), Some("fin"));
         assert!(s.request_events_after("other", 0, 10).unwrap().is_empty());
         // Released registrations can be registered again; written ones cannot be released.
-        assert_eq!(s.request_register(&req("r2", "k")).unwrap(), Registration::New);
+        assert_eq!(
+            s.request_register(&req("r2", "k")).unwrap(),
+            Registration::New
+        );
         s.request_release("local", "r2").unwrap();
-        assert_eq!(s.request_register(&req("r2", "k")).unwrap(), Registration::New);
+        assert_eq!(
+            s.request_register(&req("r2", "k")).unwrap(),
+            Registration::New
+        );
         s.request_release("local", "r1").unwrap();
         assert!(s.request_get("local", "r1").unwrap().is_some());
         // Sequences are never reused.
-        let seq2 = s.request_finish("local", "r2", &done("indeterminate")).unwrap().unwrap();
+        let seq2 = s
+            .request_finish("local", "r2", &done("indeterminate"))
+            .unwrap()
+            .unwrap();
         assert!(seq2 > seq);
     }
 }

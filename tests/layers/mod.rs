@@ -23,7 +23,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["ipc", "store", "usage"],
     &["guardian"],
     &["runtime", "daemon"],
-    &["session", "tasks", "history"],
+    &["session", "tasks", "history", "requests"],
     &["files"],
     &["edit", "codemap"],
     &["tools"],
