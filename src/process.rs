@@ -27,7 +27,7 @@ pub fn is_gone(pid: u32, started: u64) -> bool {
     }
 }
 
-fn start_time(pid: u32) -> Option<u64> {
+pub fn start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|(_, t)| t)
 }
 

@@ -300,6 +300,8 @@ mod fuzz {
         "restart-daemon",
         "doctor",
         "report",
+        "agent",
+        "catalog",
         "--last",
         "--format",
         "-h",
@@ -415,6 +417,7 @@ mod fuzz {
                         OpCommand::RestartDaemon => prop_assert_eq!(verb, Some("restart-daemon")),
                         OpCommand::Doctor => prop_assert_eq!(verb, Some("doctor")),
                         OpCommand::Report(_) => prop_assert_eq!(verb, Some("report")),
+                        OpCommand::Agent(_) => prop_assert_eq!(verb, Some("agent")),
                     }
                 }
                 Ok(Command::Serve(a)) => {

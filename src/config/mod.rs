@@ -3,6 +3,7 @@
 //!
 //! Invariant: nothing outside this module reads environment variables for configuration.
 
+pub mod agentcli;
 pub mod cli;
 pub mod http;
 pub mod opcli;

@@ -1,11 +1,11 @@
 //! Raw parsing of the operator verbs (`list`, `attach`, `prune`, `kill`, `restart-daemon`,
-//! `doctor`, `report`). Shapes only; the verbs run in `operator/`.
+//! `doctor`, `report`, `agent`). Shapes only; the verbs run in `operator/`.
 
 use super::usage::{UsageError, usage};
 use lexopt::prelude::*;
 use std::ffi::OsString;
 
-pub const VERBS: [&str; 7] = [
+pub const VERBS: [&str; 8] = [
     "list",
     "attach",
     "prune",
@@ -13,6 +13,7 @@ pub const VERBS: [&str; 7] = [
     "restart-daemon",
     "doctor",
     "report",
+    "agent",
 ];
 
 /// `report [--log P] [--last N] [--since-minutes M] [--build B] [--format json|html]`.
@@ -46,10 +47,14 @@ pub enum OpCommand {
     RestartDaemon,
     Doctor,
     Report(ReportArgs),
+    Agent(super::agentcli::AgentCommand),
 }
 
 /// Parse the arguments after the verb.
 pub fn parse(verb: &str, rest: Vec<OsString>) -> Result<OpCommand, UsageError> {
+    if verb == "agent" {
+        return super::agentcli::parse(rest).map(OpCommand::Agent);
+    }
     let mut p = lexopt::Parser::from_args(rest);
     let mut positional: Vec<String> = Vec::new();
     let (mut table, mut follow, mut all) = (false, false, false);

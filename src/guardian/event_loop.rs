@@ -7,6 +7,7 @@
 //! PTY that floods at full speed never keeps requests (Ctrl-C included) from being served.
 
 use super::client_io::Client;
+use super::codex_targets::CodexTargets;
 use super::reaper;
 use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
@@ -61,6 +62,8 @@ pub struct EventLoop {
     /// Processes sent SIGTERM at shutdown (their ancestry may be gone by the time the
     /// grace ends, so they are remembered, not only searched for again).
     doomed: Vec<i32>,
+    /// Codex agents' rollouts, followed incrementally.
+    codex: CodexTargets,
 }
 
 impl EventLoop {
@@ -85,6 +88,7 @@ impl EventLoop {
             socket: socket.to_path_buf(),
             subreaper: false,
             doomed: Vec::new(),
+            codex: CodexTargets::default(),
         })
     }
 
@@ -431,6 +435,14 @@ impl EventLoop {
                 WaitKind::Prompt { key, seen },
                 Deadline::after("prompt wait", Duration::from_millis(wait.timeout_ms)),
             )),
+            Request::CodexTargets => {
+                let targets = self.codex.list(&self.session);
+                self.respond(client, &Response::CodexTargets { targets })
+            }
+            Request::CodexAdmit(ask) => {
+                let reply = self.codex.admit(&mut self.session, &ask);
+                self.respond(client, &Response::CodexAdmitted(reply))
+            }
             Request::Secrets { learn } => {
                 self.session.secrets.learn_all(&learn.0);
                 let values = SecretValues(self.session.secrets.values().to_vec());

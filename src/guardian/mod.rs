@@ -7,6 +7,7 @@
 
 pub mod activity;
 pub mod client_io;
+pub mod codex_targets;
 pub mod completion;
 pub mod event_loop;
 pub mod exec;

@@ -56,7 +56,7 @@ pub struct Clocks {
 }
 
 pub struct Session {
-    spec: ShellSpec,
+    pub spec: ShellSpec,
     pub shell: Shell,
     pub cwd: String,
     pub fg: Option<Execution>,

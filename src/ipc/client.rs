@@ -45,6 +45,13 @@ impl From<ClientError> for crate::wire::error::RuntimeError {
     }
 }
 
+/// A failed `try_call`: `sent` is false only when the request provably never left.
+#[derive(Debug)]
+pub struct SendError {
+    pub error: ClientError,
+    pub sent: bool,
+}
+
 /// Why a guardian gave no facts.
 #[derive(Debug)]
 pub enum FactsError {
@@ -113,6 +120,36 @@ impl GuardianClient {
             Ok(other) => Err(FactsError::Unsupported(format!("{other:?}"))),
             Err(e) => Err(FactsError::Client(e)),
         }
+    }
+
+    /// Like `call`, but says whether the request may have reached the guardian: a failure
+    /// before the request was written (nothing listens, another protocol) did not send it.
+    pub fn try_call(&self, req: &Request, wait: Duration) -> Result<Response, SendError> {
+        let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
+        let unsent = |error| SendError { error, sent: false };
+        let mut s = UnixStream::connect(&self.socket).map_err(|e| unsent(gone(e)))?;
+        s.set_write_timeout(Some(ANSWER_SLACK))
+            .map_err(|e| unsent(gone(e)))?;
+        s.set_read_timeout(Some(ANSWER_SLACK))
+            .map_err(|e| unsent(gone(e)))?;
+        // Hello first, alone, so a guardian of another protocol never sees the request.
+        let mut out = Vec::new();
+        encode_frame(&mut out, &Hello::new(PROTOCOL, "adapter")).map_err(|e| unsent(gone(e)))?;
+        s.write_all(&out).map_err(|e| unsent(gone(e)))?;
+        let hello: Hello = read_frame(&mut s).map_err(|e| unsent(gone(e)))?;
+        if hello.protocol != PROTOCOL {
+            return Err(unsent(ClientError::Protocol {
+                build: hello.build,
+                theirs: hello.protocol,
+            }));
+        }
+        let sent = |error| SendError { error, sent: true };
+        out.clear();
+        encode_frame(&mut out, req).map_err(|e| unsent(gone(e)))?;
+        s.write_all(&out).map_err(|e| sent(gone(e)))?;
+        s.set_read_timeout(Some(wait + ANSWER_SLACK))
+            .map_err(|e| sent(gone(e)))?;
+        read_frame(&mut s).map_err(|e| sent(gone(e)))
     }
 
     /// Send `req`, waiting up to `wait` plus slack for the answer.

@@ -2,6 +2,7 @@
 //! clients of winxd and the guardians. `list` and `doctor` print JSON for `jq`. `report`
 //! reads the usage log offline (no winxd, no writer).
 
+mod agent;
 mod doctor;
 pub mod report;
 
@@ -37,6 +38,15 @@ pub fn main(op: OpCommand, config: &Config) -> ExitCode {
         }
         OpCommand::RestartDaemon => restart(config),
         OpCommand::Doctor => doctor::run(config).map(|v| print_json(&v)),
+        OpCommand::Agent(cmd) => {
+            return match agent::main(cmd, config) {
+                Ok(code) => code,
+                Err(OpError(e)) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         OpCommand::Report(args) => {
             let configured = config.usage.as_ref().map(|u| u.path.as_path());
             let now = crate::deadline::unix_ms() + config.usage_clock_skew_ms;

@@ -4,6 +4,7 @@
 //! written; schema changes happen only through the numbered `MIGRATIONS`.
 
 pub mod agent_receipts;
+pub mod agent_requests;
 pub mod history;
 pub mod history_marks;
 pub mod permits;
@@ -77,6 +78,8 @@ const MIGRATIONS: &[&str] = &[
     history_marks::MIGRATION,
     // 8: native prompt receipts (see `agent_receipts`).
     agent_receipts::MIGRATION,
+    // 9: durable return-final agent requests and their terminal-event stream.
+    agent_requests::MIGRATION,
 ];
 
 /// Keep query plans fixed once prepared. The bundled SQLite is built with STAT4, which

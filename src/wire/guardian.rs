@@ -76,12 +76,17 @@ pub enum Request {
         seen: Option<PromptStatus>,
         wait: Wait,
     },
+    /// The Codex agents running in this session (`Response::CodexTargets`).
+    CodexTargets,
+    /// Checked one-write admission of a prompt to a Codex agent
+    /// (`Response::CodexAdmitted`).
+    CodexAdmit(super::codex::CodexAdmit),
     /// End the guardian and everything it runs.
     Shutdown,
 }
 
 /// What this build's guardians can do beyond protocol 1, listed in `Snapshot`.
-pub const CAPABILITIES: &[&str] = &["prompt"];
+pub const CAPABILITIES: &[&str] = &["prompt", "codex_admit"];
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -286,6 +291,10 @@ pub enum Response {
     Done,
     Prompt(PromptReply),
     PromptStatus(PromptStatus),
+    CodexTargets {
+        targets: Vec<super::codex::CodexTarget>,
+    },
+    CodexAdmitted(super::codex::CodexAdmitReply),
     Error(GuardianError),
 }
 

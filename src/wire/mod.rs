@@ -1,6 +1,7 @@
 //! Wire types between the adapter, winxd and guardians, and their framing: a 4-byte
 //! big-endian length followed by that many bytes of JSON. Nothing else lives here.
 
+pub mod codex;
 pub mod daemon;
 pub mod error;
 pub mod guardian;

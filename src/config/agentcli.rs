@@ -1,0 +1,187 @@
+//! Raw parsing of `agent …` (issue 15): `capabilities`, `catalog`, `send`, `admit`,
+//! `request get|cancel|watch`, and the internal `observe`. Shapes only; the verbs run in
+//! `operator/agent`.
+
+use super::usage::{UsageError, usage};
+use lexopt::prelude::*;
+use std::ffi::OsString;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendArgs {
+    pub target: String,
+    pub message: String,
+    pub return_final: bool,
+    pub request_id: Option<String>,
+    pub final_timeout_ms: u64,
+    /// `admit` only: the incarnation the caller read from the catalog.
+    pub incarnation: Option<String>,
+    /// `admit --exact-agent-id`: TARGET is an agent id, never a display name.
+    pub exact_agent_id: bool,
+    /// `--paste typed`: no bracketed-paste framing.
+    pub typed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentCommand {
+    Capabilities,
+    Catalog,
+    Send(SendArgs),
+    Admit(SendArgs),
+    RequestGet {
+        id: String,
+    },
+    RequestCancel {
+        id: String,
+    },
+    RequestWatch {
+        after: i64,
+        once: bool,
+    },
+    /// Internal: the detached request observer (started by an admission).
+    Observe {
+        principal: String,
+        request_id: String,
+        state_dir: Option<String>,
+    },
+}
+
+const USAGE: &str = "agent capabilities | catalog | send TARGET MESSAGE [--return-final] \
+[--request-id UUID] [--final-timeout-ms N] | admit TARGET --incarnation INC --request-id ID \
+[--return-final] [--final-timeout-ms N] [--exact-agent-id] MESSAGE | request get ID | \
+request cancel ID | request watch [--after N] [--once]";
+
+pub fn parse(rest: Vec<OsString>) -> Result<AgentCommand, UsageError> {
+    let mut p = lexopt::Parser::from_args(rest);
+    let mut pos: Vec<String> = Vec::new();
+    let mut a = SendArgs::default();
+    let (mut after, mut once) = (0i64, false);
+    let mut principal = None;
+    let mut state_dir = None;
+    while let Some(arg) = p.next().map_err(usage)? {
+        let sub = pos.first().map(String::as_str).unwrap_or("");
+        let text = |v: OsString| super::usage::string(v);
+        match arg {
+            Long("return-final") if matches!(sub, "send" | "admit") => a.return_final = true,
+            Long("exact-agent-id") if sub == "admit" => a.exact_agent_id = true,
+            Long("request-id") if matches!(sub, "send" | "admit" | "observe") => {
+                a.request_id = Some(text(p.value().map_err(usage)?)?)
+            }
+            Long("incarnation") if sub == "admit" => {
+                a.incarnation = Some(text(p.value().map_err(usage)?)?)
+            }
+            Long("final-timeout-ms") if matches!(sub, "send" | "admit") => {
+                let v = text(p.value().map_err(usage)?)?;
+                a.final_timeout_ms = v.parse().map_err(|_| {
+                    usage("--final-timeout-ms takes a whole number of milliseconds")
+                })?;
+            }
+            Long("paste") if matches!(sub, "send" | "admit") => {
+                a.typed = match text(p.value().map_err(usage)?)?.as_str() {
+                    "typed" => true,
+                    "bracketed" => false,
+                    _ => return Err(usage("--paste takes bracketed or typed")),
+                }
+            }
+            Long("after") if sub == "request" => {
+                let v = text(p.value().map_err(usage)?)?;
+                after =
+                    v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                        usage("--after takes a terminal_event_sequence (0 or more)")
+                    })?;
+            }
+            Long("once") if sub == "request" => once = true,
+            Long("principal") if sub == "observe" => {
+                principal = Some(text(p.value().map_err(usage)?)?)
+            }
+            Long("state-dir") if sub == "observe" => {
+                state_dir = Some(text(p.value().map_err(usage)?)?)
+            }
+            Value(v) => pos.push(text(v)?),
+            other => {
+                return Err(usage(format!(
+                    "agent {sub}: {}\nusage: {USAGE}",
+                    other.unexpected()
+                )));
+            }
+        }
+    }
+    let strs: Vec<&str> = pos.iter().map(String::as_str).collect();
+    Ok(match strs.as_slice() {
+        ["capabilities"] => AgentCommand::Capabilities,
+        ["catalog"] => AgentCommand::Catalog,
+        ["send", target, message] => AgentCommand::Send(SendArgs {
+            target: target.to_string(),
+            message: message.to_string(),
+            ..a
+        }),
+        ["admit", target, message] => {
+            if a.incarnation.is_none() || a.request_id.is_none() {
+                return Err(usage("agent admit requires --incarnation and --request-id"));
+            }
+            AgentCommand::Admit(SendArgs {
+                target: target.to_string(),
+                message: message.to_string(),
+                ..a
+            })
+        }
+        ["request", "get", id] => AgentCommand::RequestGet { id: id.to_string() },
+        ["request", "cancel", id] => AgentCommand::RequestCancel { id: id.to_string() },
+        ["request", "watch"] => AgentCommand::RequestWatch { after, once },
+        ["observe"] => match (principal, a.request_id) {
+            (Some(principal), Some(request_id)) => AgentCommand::Observe {
+                principal,
+                request_id,
+                state_dir,
+            },
+            _ => return Err(usage("agent observe requires --principal and --request-id")),
+        },
+        _ => return Err(usage(format!("usage: {USAGE}"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<AgentCommand, UsageError> {
+        parse(args.iter().map(OsString::from).collect())
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(p(&["capabilities"]), Ok(AgentCommand::Capabilities));
+        let Ok(AgentCommand::Admit(a)) = p(&[
+            "admit",
+            "zola",
+            "--incarnation",
+            "i",
+            "--request-id",
+            "r",
+            "--return-final",
+            "--final-timeout-ms",
+            "5",
+            "--exact-agent-id",
+            "do it",
+        ]) else {
+            panic!("admit parses")
+        };
+        assert!(a.return_final && a.exact_agent_id && a.final_timeout_ms == 5);
+        assert_eq!((a.target.as_str(), a.message.as_str()), ("zola", "do it"));
+        assert!(
+            p(&["admit", "zola", "do it"]).is_err(),
+            "incarnation and id are required"
+        );
+        assert!(p(&["send", "zola", "x", "--final-timeout-ms", "-1"]).is_err());
+        assert!(p(&["request", "watch", "--after", "-3"]).is_err());
+        assert_eq!(
+            p(&["request", "watch", "--after", "42", "--once"]),
+            Ok(AgentCommand::RequestWatch {
+                after: 42,
+                once: true
+            })
+        );
+        assert!(p(&["catalog", "--once"]).is_err());
+        assert!(p(&[]).is_err());
+        assert!(p(&["send", "only-target"]).is_err());
+    }
+}

@@ -1,0 +1,283 @@
+//! Codex agents in this session (issue 15): an execution whose process tree holds a Codex
+//! rollout open is a target; its rollout is followed incrementally (bytes appended since
+//! the last look) so `CodexTargets` and `CodexAdmit` read only what is new.
+//!
+//! Invariants: a prompt is written only in the same loop turn as the checks that allow it
+//! (same incarnation, rollout idle with no half-written line, the process still running),
+//! as one buffer; a refusal writes nothing. The guardian never opens SQLite: requests are
+//! registered and completed by the admitting process and the request observer.
+
+use super::reaper;
+use super::session::Session;
+use crate::codex::procfs::{self, Holder};
+use crate::codex::turns::{Phase, Tracker};
+use crate::shell::pty;
+use crate::wire::codex::{AdmitOutcome, CodexAdmit, CodexAdmitReply, CodexTarget, PasteMode};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Most rollout bytes read per look: a long backlog is caught up over several looks
+/// (the target reads `busy` meanwhile, never a stale `idle`).
+const READ_BUDGET: u64 = 64 * 1024 * 1024;
+
+fn hex(data: &[&[u8]], n: usize) -> String {
+    let mut h = Sha256::new();
+    for d in data {
+        h.update((d.len() as u64).to_be_bytes());
+        h.update(d);
+    }
+    h.finalize()
+        .iter()
+        .take(n / 2)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One execution's rollout, followed from its start.
+struct View {
+    holder: Holder,
+    tracker: Tracker,
+    /// Bytes read so far (complete lines plus the pending partial line).
+    read: u64,
+    unreadable: bool,
+}
+
+impl View {
+    fn new(holder: Holder) -> View {
+        View {
+            holder,
+            tracker: Tracker::default(),
+            read: 0,
+            unreadable: false,
+        }
+    }
+
+    /// Read what was appended since the last look; a file that shrank was replaced or
+    /// truncated and is followed again from its start.
+    fn refresh(&mut self) {
+        let Ok(mut f) = std::fs::File::open(&self.holder.rollout) else {
+            self.unreadable = true;
+            return;
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len < self.read {
+            *self = View::new(self.holder.clone());
+        }
+        if f.seek(SeekFrom::Start(self.read)).is_err() {
+            self.unreadable = true;
+            return;
+        }
+        let mut buf = Vec::new();
+        let want = (len - self.read).min(READ_BUDGET);
+        match f.take(want).read_to_end(&mut buf) {
+            Ok(n) => {
+                self.read += n as u64;
+                self.tracker.feed(&buf);
+                self.unreadable = false;
+            }
+            Err(_) => self.unreadable = true,
+        }
+    }
+}
+
+/// An execution that may host an agent: its id, the root of its process tree, its
+/// terminal, and its command.
+struct Candidate {
+    id: String,
+    foreground: bool,
+    root: i32,
+    master: RawFd,
+    command: String,
+}
+
+fn candidates(s: &Session) -> Vec<Candidate> {
+    let mut v = Vec::new();
+    if let Some(e) = s.fg.as_ref().filter(|e| e.exit_code.is_none()) {
+        v.push(Candidate {
+            id: e.id.clone(),
+            foreground: true,
+            root: s.shell.pid,
+            master: s.shell.master.as_raw_fd(),
+            command: e.command.clone(),
+        });
+    }
+    for b in s.bg.values().filter(|b| b.exec.exit_code.is_none()) {
+        if let Some(m) = &b.master {
+            v.push(Candidate {
+                id: b.exec.id.clone(),
+                foreground: false,
+                root: b.pid,
+                master: m.as_raw_fd(),
+                command: b.exec.command.clone(),
+            });
+        }
+    }
+    v
+}
+
+#[derive(Default)]
+pub struct CodexTargets {
+    views: HashMap<String, View>,
+}
+
+impl CodexTargets {
+    /// Every Codex agent running in `s` now, each rollout read up to its end.
+    pub fn list(&mut self, s: &Session) -> Vec<CodexTarget> {
+        self.scan(s).into_iter().map(|(t, _)| t).collect()
+    }
+
+    fn scan(&mut self, s: &Session) -> Vec<(CodexTarget, RawFd)> {
+        let cands = candidates(s);
+        self.views.retain(|id, _| cands.iter().any(|c| &c.id == id));
+        let labels = &s.spec.labels;
+        let mut out = Vec::new();
+        for c in cands {
+            let mut pids: Vec<u32> = reaper::session_processes(&[c.root], &[])
+                .into_iter()
+                .filter_map(|p| u32::try_from(p).ok())
+                .collect();
+            // Deepest first is not knowable from pids; the lowest pid is the oldest.
+            pids.sort_unstable();
+            let Some(holder) = procfs::holder_among(&pids) else {
+                self.views.remove(&c.id);
+                continue;
+            };
+            let view = self
+                .views
+                .entry(c.id.clone())
+                .or_insert_with(|| View::new(holder.clone()));
+            if view.holder != holder {
+                *view = View::new(holder.clone());
+            }
+            view.refresh();
+            let agent_id = format!(
+                "codex-{}",
+                hex(
+                    &[
+                        labels.thread_id.as_bytes(),
+                        labels.workspace.as_bytes(),
+                        c.id.as_bytes()
+                    ],
+                    16
+                )
+            );
+            let conversation = view.tracker.session.clone();
+            let observer = match (&conversation, &holder.cwd) {
+                _ if view.unreadable => "unreadable",
+                (Some((_, declared)), Some(cwd))
+                    if !declared.is_empty() && std::path::Path::new(declared) != cwd =>
+                {
+                    "cwd_mismatch"
+                }
+                _ => "attached",
+            };
+            let phase = match (observer, view.tracker.lines.pending()) {
+                ("attached", 0) => view.tracker.phase(),
+                ("attached", _) => Phase::Busy,
+                _ => Phase::Fresh,
+            };
+            let armed = view.tracker.armable();
+            let conversation_id = conversation.map(|(id, _)| id);
+            let incarnation = hex(
+                &[
+                    agent_id.as_bytes(),
+                    &holder.pid.to_be_bytes(),
+                    &holder.start_time.to_be_bytes(),
+                    conversation_id.as_deref().unwrap_or("").as_bytes(),
+                ],
+                24,
+            );
+            out.push((
+                CodexTarget {
+                    agent_id,
+                    execution_id: c.id,
+                    foreground: c.foreground,
+                    command: c.command,
+                    pid: holder.pid,
+                    start_time: holder.start_time,
+                    incarnation,
+                    rollout: holder.rollout.to_string_lossy().into_owned(),
+                    conversation_id,
+                    observer: observer.to_string(),
+                    phase: if observer == "attached" {
+                        phase.as_str()
+                    } else {
+                        "unknown"
+                    }
+                    .to_string(),
+                    baseline_turn: armed.as_ref().map(|(_, t)| t.clone()),
+                    cursor: armed.map(|(c, _)| c),
+                },
+                c.master,
+            ));
+        }
+        out
+    }
+
+    /// Check, then write once (see the module invariants).
+    pub fn admit(&mut self, s: &mut Session, ask: &CodexAdmit) -> CodexAdmitReply {
+        let found = self
+            .scan(s)
+            .into_iter()
+            .find(|(t, _)| t.agent_id == ask.agent_id);
+        let refuse = |outcome, detail: &str, target: Option<CodexTarget>| CodexAdmitReply {
+            outcome,
+            detail: detail.to_string(),
+            target,
+        };
+        let Some((t, master)) = found else {
+            return refuse(
+                AdmitOutcome::Unavailable,
+                "no such Codex agent runs in this session",
+                None,
+            );
+        };
+        if t.incarnation != ask.incarnation {
+            let d = "the agent now runs as another incarnation (process or conversation changed)";
+            return refuse(AdmitOutcome::StaleIncarnation, d, Some(t));
+        }
+        if !crate::process::is_running(t.pid, t.start_time) {
+            return refuse(
+                AdmitOutcome::Unavailable,
+                "the Codex process has exited",
+                Some(t),
+            );
+        }
+        match (t.observer.as_str(), t.phase.as_str(), ask.armable) {
+            ("attached", "busy", _) => {
+                return refuse(AdmitOutcome::Busy, "a provider turn is running", Some(t));
+            }
+            ("attached", "idle", _) | ("attached", "fresh", false) => {}
+            ("attached", _, true) => {
+                let d = "no cursor for a completed baseline turn: return-final correlation is \
+                         unavailable (a one-way admission is possible)";
+                return refuse(AdmitOutcome::ObserverFailure, d, Some(t));
+            }
+            (why, _, _) => {
+                let d = format!("the rollout observer is not attached ({why})");
+                return refuse(AdmitOutcome::ObserverFailure, &d, Some(t));
+            }
+        }
+        let mut bytes = Vec::with_capacity(ask.text.len() + 16);
+        if ask.paste == PasteMode::Bracketed {
+            bytes.extend_from_slice(b"\x1b[200~");
+        }
+        bytes.extend_from_slice(ask.text.as_bytes());
+        if ask.paste == PasteMode::Bracketed {
+            bytes.extend_from_slice(b"\x1b[201~");
+        }
+        bytes.push(b'\r');
+        s.touch();
+        s.activity.bump();
+        match pty::write_all(master, &bytes) {
+            Ok(()) => refuse(AdmitOutcome::Written, "written once", Some(t)),
+            Err(e) => refuse(
+                AdmitOutcome::Indeterminate,
+                &format!("write failed part-way: {e}"),
+                Some(t),
+            ),
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! `agent …` verbs (issue 15): the catalog of Codex agents in winx sessions, admission
+//! (`send`, `admit`), and the request stream (`request get|cancel|watch`). JSON on
+//! stdout, one object per line where streaming; exit codes in README ("Agent requests").
+
+use super::{OpError, sessions};
+use crate::config::Config;
+use crate::config::agentcli::{AgentCommand, SendArgs};
+use crate::deadline::{Deadline, unix_ms};
+use crate::ipc::GuardianClient;
+use crate::requests::admit::{Admission, Located, admit};
+use crate::requests::follow::Watcher;
+use crate::requests::{self, reconcile};
+use crate::store::Store;
+use crate::store::agent_requests::{AgentRequest, Terminal, TerminalEvent};
+use crate::wire::codex::PasteMode;
+use crate::wire::guardian::{Request, Response};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Events read per query while draining the stream.
+const WATCH_BATCH: i64 = 512;
+
+fn line(v: &Value) -> bool {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{v}").and_then(|_| out.flush()).is_ok()
+}
+
+fn open_store(config: &Config) -> Result<Store, OpError> {
+    Store::open(&config.state_dir).map_err(|e| OpError(e.to_string()))
+}
+
+pub fn main(cmd: AgentCommand, config: &Config) -> Result<ExitCode, OpError> {
+    let ok = Ok(ExitCode::SUCCESS);
+    match cmd {
+        AgentCommand::Capabilities => {
+            line(&requests::capabilities());
+            ok
+        }
+        AgentCommand::Catalog => {
+            let all = catalog(config)?;
+            line(&Value::Array(all.iter().map(agent_json).collect()));
+            ok
+        }
+        AgentCommand::Send(a) => send(config, a, false),
+        AgentCommand::Admit(a) => send(config, a, true),
+        AgentCommand::RequestGet { id } => get(config, &id),
+        AgentCommand::RequestCancel { id } => cancel(config, &id),
+        AgentCommand::RequestWatch { after, once } => watch(config, after, once),
+        AgentCommand::Observe {
+            principal,
+            request_id,
+            state_dir,
+        } => {
+            // The admitter names its state directory (also so `ps` shows whose it is).
+            let dir = state_dir.map_or(config.state_dir.clone(), std::path::PathBuf::from);
+            let store = Store::open(&dir).map_err(|e| OpError(e.to_string()))?;
+            requests::observer::run(&store, &dir, &principal, &request_id, std::io::stdin())
+                .map_err(OpError)?;
+            ok
+        }
+    }
+}
+
+/// Every Codex agent in the live sessions of winxd.
+fn catalog(config: &Config) -> Result<Vec<Located>, OpError> {
+    let mut out = Vec::new();
+    for s in sessions(config)? {
+        let socket = crate::ipc::guardian_socket(&config.runtime.runtime_dir, &s.key);
+        let client = GuardianClient::new(&socket);
+        // A guardian of an older build, or one that ended meanwhile, hosts no targets.
+        if let Ok(Response::CodexTargets { targets }) =
+            client.call(&Request::CodexTargets, Duration::ZERO)
+        {
+            for target in targets {
+                out.push(Located {
+                    target,
+                    socket: socket.clone(),
+                    thread_id: s.snapshot.labels.thread_id.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn display_name(l: &Located) -> String {
+    match l.target.foreground {
+        true => l.thread_id.clone(),
+        false => format!("{}/{}", l.thread_id, l.target.execution_id),
+    }
+}
+
+fn agent_json(l: &Located) -> Value {
+    let t = &l.target;
+    json!({
+        "agent_id": t.agent_id,
+        "display_name": display_name(l),
+        "provider": "codex",
+        "incarnation": t.incarnation,
+        "pid": t.pid,
+        "thread_id": l.thread_id,
+        "execution_id": t.execution_id,
+        "foreground": t.foreground,
+        "observer_status": t.observer,
+        "state": t.phase,
+        "conversation_id": t.conversation_id,
+        "baseline_provider_turn": t.baseline_turn,
+        "return_final_ready": t.cursor.is_some(),
+    })
+}
+
+fn send(config: &Config, a: SendArgs, authoritative: bool) -> Result<ExitCode, OpError> {
+    let store = open_store(config)?;
+    // A daemon that cannot be reached lists no agents: the receipt says unavailable.
+    let all = catalog(config).unwrap_or_default();
+    let found = all.into_iter().find(|l| {
+        l.target.agent_id == a.target || (!a.exact_agent_id && display_name(l) == a.target)
+    });
+    let incarnation = match (&a.incarnation, &found) {
+        (Some(i), _) => i.clone(),
+        (None, Some(l)) => l.target.incarnation.clone(),
+        (None, None) => "unknown".into(),
+    };
+    let agent_id = found
+        .as_ref()
+        .map_or(a.target.clone(), |l| l.target.agent_id.clone());
+    let admission = Admission {
+        principal: config.principal.clone(),
+        request_id: a
+            .request_id
+            .clone()
+            .unwrap_or_else(requests::new_request_id),
+        agent_id,
+        incarnation,
+        text: a.message.clone(),
+        paste: if a.typed {
+            PasteMode::Typed
+        } else {
+            PasteMode::Bracketed
+        },
+        return_final: a.return_final,
+        final_timeout_ms: a.final_timeout_ms,
+    };
+    let exe = std::env::current_exe().map_err(|e| OpError(format!("own executable: {e}")))?;
+    let receipt = admit(&store, &admission, found.as_ref(), &exe);
+    let mut v = receipt.to_json();
+    if !authoritative && receipt.prompt_written == Some(true) && !a.return_final {
+        // `send` waits briefly for the observer to see the prompt arrive.
+        if let Some(l) = found.as_ref() {
+            v["acknowledged"] = json!(acknowledged(l));
+        }
+    }
+    line(&v);
+    Ok(ExitCode::from(receipt.receipt_class.exit_code()))
+}
+
+/// How long `send` waits for the rollout to show the prompt's turn.
+const ACK_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the agent's rollout showed a new turn after the write, within `ACK_WAIT`.
+fn acknowledged(l: &Located) -> bool {
+    let Some(cursor) = l
+        .target
+        .cursor
+        .or_else(|| std::fs::metadata(&l.target.rollout).ok().map(|m| m.len()))
+    else {
+        return false;
+    };
+    let deadline = Deadline::after("send acknowledgement", ACK_WAIT);
+    let path = std::path::Path::new(&l.target.rollout);
+    let Ok(w) = Watcher::new() else { return false };
+    let _ = w.file(path);
+    let mut lines = crate::codex::turns::Lines::starting_at(cursor);
+    let mut pos = cursor;
+    loop {
+        if let Ok(bytes) = std::fs::read(path)
+            && bytes.len() as u64 > pos
+        {
+            let new = &bytes[pos as usize..];
+            pos = bytes.len() as u64;
+            if lines.feed(new).iter().any(|s| {
+                matches!(
+                    s.item,
+                    crate::codex::rollout::Item::TurnStarted { .. }
+                        | crate::codex::rollout::Item::UserMessage { .. }
+                )
+            }) {
+                return true;
+            }
+        }
+        if w.wait(&deadline) == requests::follow::Wake::TimedOut {
+            return false;
+        }
+    }
+}
+
+fn event_json(e: &TerminalEvent) -> Value {
+    let mut v = json!({
+        "terminal_event_sequence": e.seq,
+        "request_id": e.request_id,
+        "state": e.state,
+        "provider_turn": e.turn_id,
+        "reason": e.reason,
+        "at_unix_ms": e.at_ms,
+    });
+    if e.state == "completed" {
+        v["final_message"] = json!(e.final_message);
+    }
+    v
+}
+
+fn request_json(store: &Store, r: &AgentRequest) -> Value {
+    let receipt: Value = r
+        .receipt
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or(Value::Null);
+    let terminal = r
+        .terminal_event_sequence
+        .and_then(|s| store.request_event(s).ok().flatten())
+        .map(|e| event_json(&e));
+    json!({
+        "request_id": r.request_id,
+        "agent_id": r.agent_id,
+        "incarnation": r.incarnation,
+        "return_mode": if r.return_final { "final" } else { "none" },
+        "state": r.state,
+        "final_timeout_ms": r.final_timeout_ms,
+        "created_at_unix_ms": r.created_at_ms,
+        "receipt": receipt,
+        "terminal": terminal,
+    })
+}
+
+fn get(config: &Config, id: &str) -> Result<ExitCode, OpError> {
+    let store = open_store(config)?;
+    let p = &config.principal;
+    reconcile::one(&store, p, id).map_err(|e| OpError(e.to_string()))?;
+    match store
+        .request_get(p, id)
+        .map_err(|e| OpError(e.to_string()))?
+    {
+        Some(r) => {
+            line(&request_json(&store, &r));
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            line(&json!({"request_id": id, "error": "not_found",
+                         "detail": "no request with this id for this principal"}));
+            Ok(ExitCode::from(3))
+        }
+    }
+}
+
+fn cancel(config: &Config, id: &str) -> Result<ExitCode, OpError> {
+    let store = open_store(config)?;
+    let p = &config.principal;
+    reconcile::one(&store, p, id).map_err(|e| OpError(e.to_string()))?;
+    let t = Terminal {
+        state: "cancelled",
+        final_message: None,
+        reason: Some("cancelled by the caller; the agent's turn itself is not interrupted"),
+        turn_id: None,
+        at_ms: unix_ms(),
+    };
+    let seq = store
+        .request_finish(p, id, &t)
+        .map_err(|e| OpError(e.to_string()))?;
+    match store
+        .request_get(p, id)
+        .map_err(|e| OpError(e.to_string()))?
+    {
+        Some(r) => {
+            let mut v = request_json(&store, &r);
+            v["cancelled"] = json!(seq.is_some());
+            line(&v);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            line(&json!({"request_id": id, "error": "not_found", "cancelled": false}));
+            Ok(ExitCode::from(3))
+        }
+    }
+}
+
+/// Print every terminal event after `after`, in order; stay attached unless `once`.
+fn watch(config: &Config, mut after: i64, once: bool) -> Result<ExitCode, OpError> {
+    let store = open_store(config)?;
+    let w = Watcher::new().map_err(|e| OpError(format!("inotify: {e}")))?;
+    w.dir(&config.state_dir)
+        .map_err(|e| OpError(format!("watch state directory: {e}")))?;
+    let forever = Deadline::never("watch");
+    loop {
+        reconcile::all(&store).map_err(|e| OpError(e.to_string()))?;
+        loop {
+            let batch = store
+                .request_events_after(&config.principal, after, WATCH_BATCH)
+                .map_err(|e| OpError(e.to_string()))?;
+            for e in &batch {
+                if !line(&event_json(e)) {
+                    // The reader went away (`| head`): not an error of the stream.
+                    return Ok(ExitCode::SUCCESS);
+                }
+                after = e.seq;
+            }
+            if (batch.len() as i64) < WATCH_BATCH {
+                break;
+            }
+        }
+        if once {
+            return Ok(ExitCode::SUCCESS);
+        }
+        w.wait(&forever);
+    }
+}

@@ -1,0 +1,319 @@
+//! Admission: register → the guardian's checked one-write → store what was written →
+//! hand a return-final request to its observer. See the module invariants in `mod.rs`.
+
+use super::observer;
+use super::receipt::{Class, Correlation, Receipt};
+use super::{CAPABILITIES_VERSION, MAX_FINAL_TIMEOUT_MS, MAX_TEXT_BYTES, valid_request_id};
+use crate::deadline::unix_ms;
+use crate::ipc::GuardianClient;
+use crate::store::Store;
+use crate::store::agent_requests::{AgentRequest, DELIVERED, Registration, SUBMITTED, Terminal};
+use crate::wire::codex::{AdmitOutcome, CodexAdmit, CodexTarget, PasteMode};
+use crate::wire::guardian::{Request, Response};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A Codex agent and the guardian socket of the session it runs in.
+#[derive(Clone, Debug)]
+pub struct Located {
+    pub target: CodexTarget,
+    pub socket: PathBuf,
+    pub thread_id: String,
+}
+
+/// One admission as the caller asked for it.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    pub principal: String,
+    pub request_id: String,
+    pub agent_id: String,
+    pub incarnation: String,
+    pub text: String,
+    pub paste: PasteMode,
+    pub return_final: bool,
+    pub final_timeout_ms: u64,
+}
+
+fn digest(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Admission {
+    /// The idempotency key: incarnation, prompt bytes, paste mode, return mode, timeout.
+    pub fn key(&self) -> String {
+        digest(&[
+            self.incarnation.as_bytes(),
+            self.text.as_bytes(),
+            self.paste.as_str().as_bytes(),
+            &[self.return_final as u8],
+            &self.final_timeout_ms.to_be_bytes(),
+        ])
+    }
+
+    fn base(&self) -> Receipt {
+        Receipt {
+            receipt_version: CAPABILITIES_VERSION,
+            receipt_class: Class::Invalid,
+            prompt_written: Some(false),
+            request_id: self.request_id.clone(),
+            agent_id: self.agent_id.clone(),
+            incarnation: self.incarnation.clone(),
+            return_mode: if self.return_final { "final" } else { "none" }.into(),
+            reply_pending: false,
+            paste_mode: self.paste.as_str().into(),
+            final_timeout_ms: self.final_timeout_ms,
+            correlation: None,
+            detail: String::new(),
+            replayed: false,
+        }
+    }
+
+    /// What is wrong with the request itself, if anything.
+    pub fn invalid(&self) -> Option<String> {
+        if !valid_request_id(&self.request_id) {
+            return Some("request_id must be a UUID (8-4-4-4-12 hex digits)".into());
+        }
+        if self.text.trim().is_empty() {
+            return Some("the message is empty".into());
+        }
+        if self.text.len() > MAX_TEXT_BYTES {
+            return Some(format!("the message exceeds {MAX_TEXT_BYTES} bytes"));
+        }
+        if self.text.contains('\0') || self.text.contains("\x1b[201~") {
+            return Some("the message holds a NUL byte or a bracketed-paste end marker".into());
+        }
+        if self.final_timeout_ms > MAX_FINAL_TIMEOUT_MS {
+            return Some(format!(
+                "final_timeout_ms exceeds {MAX_FINAL_TIMEOUT_MS} (7 days)"
+            ));
+        }
+        if self.incarnation.is_empty() {
+            return Some("an incarnation is required (from `agent catalog`)".into());
+        }
+        None
+    }
+}
+
+/// A stored receipt, marked as replayed.
+fn stored(row: &AgentRequest, a: &Admission) -> Receipt {
+    match row.receipt.as_deref().map(serde_json::from_str::<Receipt>) {
+        Some(Ok(mut r)) => {
+            r.replayed = true;
+            r
+        }
+        _ => Receipt {
+            receipt_class: Class::Indeterminate,
+            prompt_written: None,
+            detail: "another admission of this request is in progress or ended before it \
+                     stored a receipt; repeat the same request to read its outcome, never \
+                     resend under a new id"
+                .into(),
+            replayed: true,
+            ..a.base()
+        },
+    }
+}
+
+/// Admit `a` to `located` (None: not in any catalog now). Never writes twice.
+pub fn admit(store: &Store, a: &Admission, located: Option<&Located>, exe: &Path) -> Receipt {
+    let base = a.base();
+    if let Some(why) = a.invalid() {
+        return Receipt::rejected(&base, Class::Invalid, &why);
+    }
+    let me = crate::process::this_process();
+    let now = unix_ms();
+    let row = AgentRequest {
+        principal: a.principal.clone(),
+        request_id: a.request_id.clone(),
+        key_sha256: a.key(),
+        agent_id: a.agent_id.clone(),
+        incarnation: a.incarnation.clone(),
+        return_final: a.return_final,
+        final_timeout_ms: a.final_timeout_ms as i64,
+        prompt_sha256: crate::codex::message_digest(&a.text),
+        owner: format!("{}:{}", me.0, me.1),
+        created_at_ms: now,
+        updated_at_ms: now,
+        ..Default::default()
+    };
+    let internal = |e: &dyn std::fmt::Display| {
+        Receipt::rejected(&base, Class::InternalFailure, &format!("state store: {e}"))
+    };
+    // A registration left by a dead admitter is settled first (indeterminate).
+    if let Err(e) = super::reconcile::one(store, &a.principal, &a.request_id) {
+        return internal(&e);
+    }
+    match store.request_register(&row) {
+        Err(e) => return internal(&e),
+        Ok(Registration::Existing(old)) => return stored(&old, a),
+        Ok(Registration::Conflict(_)) => {
+            let d = "this request_id was admitted with other input (target incarnation, \
+                     message, paste mode, return mode or timeout); use a new request_id";
+            return Receipt::rejected(&base, Class::Invalid, d);
+        }
+        Ok(Registration::New) => {}
+    }
+    let release = |class: Class, detail: &str| {
+        let _ = store.request_release(&a.principal, &a.request_id);
+        Receipt::rejected(&base, class, detail)
+    };
+    let Some(loc) = located else {
+        return release(Class::Unavailable, "no such agent in the catalog now");
+    };
+    if loc.target.incarnation != a.incarnation {
+        return release(
+            Class::StaleIncarnation,
+            "the agent runs as another incarnation now",
+        );
+    }
+    let ask = CodexAdmit {
+        agent_id: a.agent_id.clone(),
+        incarnation: a.incarnation.clone(),
+        text: a.text.clone(),
+        paste: a.paste,
+        armable: a.return_final,
+    };
+    let reply = match GuardianClient::new(&loc.socket)
+        .try_call(&Request::CodexAdmit(ask), Duration::ZERO)
+    {
+        Ok(Response::CodexAdmitted(r)) => r,
+        Ok(other) => {
+            let d =
+                format!("the session's guardian cannot admit prompts (an older build?): {other:?}");
+            return release(Class::Unsupported, &d);
+        }
+        Err(e) if !e.sent => return release(Class::Unavailable, &e.error.to_string()),
+        Err(e) => {
+            let d = format!(
+                "the guardian's answer was lost after the request was sent: {}",
+                e.error
+            );
+            return written(store, a, &base, None, Err(d), exe);
+        }
+    };
+    let target = reply.target.clone();
+    match reply.outcome {
+        AdmitOutcome::Written => written(store, a, &base, target, Ok(reply.detail), exe),
+        AdmitOutcome::Indeterminate => written(store, a, &base, target, Err(reply.detail), exe),
+        AdmitOutcome::Busy => release(Class::Busy, &reply.detail),
+        AdmitOutcome::Unavailable => release(Class::Unavailable, &reply.detail),
+        AdmitOutcome::StaleIncarnation => release(Class::StaleIncarnation, &reply.detail),
+        AdmitOutcome::ObserverFailure => release(Class::ObserverFailure, &reply.detail),
+    }
+}
+
+/// The prompt was (`Ok`) or may have been (`Err`) written: store it, and arm the
+/// observer of a return-final request.
+fn written(
+    store: &Store,
+    a: &Admission,
+    base: &Receipt,
+    target: Option<CodexTarget>,
+    outcome: Result<String, String>,
+    exe: &Path,
+) -> Receipt {
+    let now = unix_ms();
+    let correlation = target.as_ref().filter(|_| a.return_final).and_then(|t| {
+        Some(Correlation {
+            correlation_source: "codex_rollout".into(),
+            baseline_provider_turn: t.baseline_turn.clone(),
+            armed_cursor: t.cursor?,
+            rollout: t.rollout.clone(),
+            target_pid: t.pid,
+            target_start_time: t.start_time,
+        })
+    });
+    let mut receipt = Receipt {
+        receipt_class: Class::Accepted,
+        prompt_written: Some(true),
+        reply_pending: a.return_final,
+        correlation: correlation.clone(),
+        detail: String::new(),
+        ..base.clone()
+    };
+    let mut row = AgentRequest {
+        principal: a.principal.clone(),
+        request_id: a.request_id.clone(),
+        state: if a.return_final { SUBMITTED } else { DELIVERED }.into(),
+        rollout: correlation.as_ref().map(|c| c.rollout.clone()),
+        armed_cursor: correlation.as_ref().map(|c| c.armed_cursor as i64),
+        baseline_turn: correlation
+            .as_ref()
+            .and_then(|c| c.baseline_provider_turn.clone()),
+        deadline_unix_ms: (a.final_timeout_ms > 0).then(|| now + a.final_timeout_ms as i64),
+        owner: {
+            let me = crate::process::this_process();
+            format!("{}:{}", me.0, me.1)
+        },
+        updated_at_ms: now,
+        ..Default::default()
+    };
+    let failure = match outcome {
+        Ok(detail) => {
+            receipt.detail = detail;
+            None
+        }
+        Err(detail) => {
+            receipt.receipt_class = Class::Indeterminate;
+            receipt.prompt_written = None;
+            receipt.reply_pending = false;
+            receipt.detail = format!("{detail}; do not resend under a new request_id");
+            Some(detail)
+        }
+    };
+    let mut go = None;
+    if failure.is_none() && a.return_final {
+        let dir = store.path().parent().unwrap_or(Path::new("."));
+        match observer::spawn(exe, dir, &a.principal, &a.request_id) {
+            Ok(s) => {
+                row.owner = s.owner();
+                go = Some(s);
+            }
+            Err(e) => {
+                receipt.receipt_class = Class::Indeterminate;
+                receipt.reply_pending = false;
+                receipt.detail = format!("written, but the request observer could not start: {e}");
+            }
+        }
+    }
+    row.receipt = Some(receipt.to_json().to_string());
+    match store.request_written(&row) {
+        Ok(true) => {}
+        Ok(false) => {
+            receipt.detail =
+                "written, but the request was settled meanwhile (see request get)".into();
+            return receipt;
+        }
+        Err(e) => {
+            receipt.receipt_class = Class::Indeterminate;
+            receipt.detail = format!("written, but the state store refused the receipt: {e}");
+            return receipt;
+        }
+    }
+    match go {
+        Some(s) => s.go(),
+        None if a.return_final => {
+            // No observer will correlate this request: its outcome is unknowable.
+            let reason = receipt.detail.clone();
+            let _ = store.request_finish(
+                &a.principal,
+                &a.request_id,
+                &Terminal {
+                    state: "indeterminate",
+                    final_message: None,
+                    reason: Some(&reason),
+                    turn_id: None,
+                    at_ms: unix_ms(),
+                },
+            );
+        }
+        None => {}
+    }
+    receipt
+}
