@@ -34,10 +34,18 @@ impl Codex {
             fake.display(),
             log.display()
         );
-        let r = a.bash_with(&s, json!({"command": cmd}), json!({"wait_for_seconds": 0.2}));
+        let r = a.bash_with(
+            &s,
+            json!({"command": cmd}),
+            json!({"wait_for_seconds": 0.2}),
+        );
         assert_eq!(sc(&r)["status"], "running", "{r}");
         let c = Codex { a, s, log };
-        let want = if flags.contains("--fresh") { "fresh" } else { "idle" };
+        let want = if flags.contains("--fresh") {
+            "fresh"
+        } else {
+            "idle"
+        };
         c.agent_in(want);
         c
     }
@@ -50,9 +58,12 @@ impl Codex {
     /// The one agent, once the catalog shows it in `state`.
     fn agent_in(&self, state: &str) -> Value {
         let d = Deadline::after("agent in catalog", Duration::from_secs(20));
-        let all = eventually(d, &format!("the fake is {state}"), || self.catalog(), |v| {
-            v.len() == 1 && v[0]["state"] == state
-        });
+        let all = eventually(
+            d,
+            &format!("the fake is {state}"),
+            || self.catalog(),
+            |v| v.len() == 1 && v[0]["state"] == state,
+        );
         all[0].clone()
     }
 
@@ -63,7 +74,10 @@ impl Codex {
         let out = self.a.op(&full);
         let text = String::from_utf8_lossy(&out.stdout);
         let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-            panic!("{args:?}: not JSON ({e}): {text:?} / {}", String::from_utf8_lossy(&out.stderr))
+            panic!(
+                "{args:?}: not JSON ({e}): {text:?} / {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
         });
         (v, out.status.code().unwrap_or(-1))
     }
@@ -150,8 +164,17 @@ fn a_return_final_request_gets_its_turns_final_once() {
     assert_eq!(agent["observer_status"], "attached");
     assert_eq!(agent["return_final_ready"], true, "{agent}");
     let w = c.watch(0);
-    let (r, code) = c.admit(&agent, R1, "work:50 complete phases 2 and 3", &["--return-final"]);
-    assert_eq!((r["receipt_class"].as_str(), code), (Some("accepted"), 0), "{r}");
+    let (r, code) = c.admit(
+        &agent,
+        R1,
+        "work:50 complete phases 2 and 3",
+        &["--return-final"],
+    );
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("accepted"), 0),
+        "{r}"
+    );
     assert_eq!(r["prompt_written"], true);
     assert_eq!(r["reply_pending"], true);
     assert_eq!(r["correlation_source"], "codex_rollout");
@@ -164,20 +187,41 @@ fn a_return_final_request_gets_its_turns_final_once() {
     assert_eq!(e["provider_turn"], "turn-2");
     let seq = e["terminal_event_sequence"].as_i64().unwrap();
     // The same request again: its stored receipt, nothing written.
-    let (again, code) = c.admit(&agent, R1, "work:50 complete phases 2 and 3", &["--return-final"]);
-    assert_eq!((again["replayed"].as_bool(), code), (Some(true), 0), "{again}");
+    let (again, code) = c.admit(
+        &agent,
+        R1,
+        "work:50 complete phases 2 and 3",
+        &["--return-final"],
+    );
+    assert_eq!(
+        (again["replayed"].as_bool(), code),
+        (Some(true), 0),
+        "{again}"
+    );
     assert_eq!(again["armed_cursor"], r["armed_cursor"]);
     // The same id with other input: invalid, nothing written.
     let (other, code) = c.admit(&agent, R1, "something else", &["--return-final"]);
-    assert_eq!((other["receipt_class"].as_str(), code), (Some("invalid"), 2), "{other}");
+    assert_eq!(
+        (other["receipt_class"].as_str(), code),
+        (Some("invalid"), 2),
+        "{other}"
+    );
     assert_eq!(other["prompt_written"], false);
     assert_eq!(c.lines(), ["work:50 complete phases 2 and 3"]);
     // get shows the request with its terminal event; watch resumes after it.
     let (g, _) = c.agent(&["request", "get", R1]);
     assert_eq!(g["terminal"]["terminal_event_sequence"], seq, "{g}");
-    let out = c.a.op(&["agent", "request", "watch", "--after", &seq.to_string(), "--once"]);
+    let out = c.a.op(&[
+        "agent",
+        "request",
+        "watch",
+        "--after",
+        &seq.to_string(),
+        "--once",
+    ]);
     assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
-    let out = c.a.op(&["agent", "request", "watch", "--after", "0", "--once"]);
+    let out =
+        c.a.op(&["agent", "request", "watch", "--after", "0", "--once"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
 }
 
@@ -187,11 +231,19 @@ fn definitive_rejections_write_nothing() {
     let agent = c.agent_in("idle");
     // One-way admission of a turn that stays busy.
     let (r, code) = c.admit(&agent, R1, "hold on", &[]);
-    assert_eq!((r["receipt_class"].as_str(), code), (Some("accepted"), 0), "{r}");
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("accepted"), 0),
+        "{r}"
+    );
     assert_eq!(r["reply_pending"], false);
     c.agent_in("busy");
     let (r, code) = c.admit(&agent, R2, "second", &["--return-final"]);
-    assert_eq!((r["receipt_class"].as_str(), code), (Some("busy"), 3), "{r}");
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("busy"), 3),
+        "{r}"
+    );
     assert_eq!(r["prompt_written"], false);
     let (r, _) = c.admit(&agent, R3, "third", &[]);
     assert_eq!(r["receipt_class"], "busy", "{r}");
@@ -201,13 +253,21 @@ fn definitive_rejections_write_nothing() {
     c.type_line("release");
     c.agent_in("idle");
     let (r, code) = c.admit(&stale, R2, "second", &[]);
-    assert_eq!((r["receipt_class"].as_str(), code), (Some("stale_incarnation"), 3), "{r}");
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("stale_incarnation"), 3),
+        "{r}"
+    );
     let mut gone = agent.clone();
     gone["agent_id"] = json!("codex-0000000000000000");
     let (r, _) = c.admit(&gone, R2, "second", &["--exact-agent-id"]);
     assert_eq!(r["receipt_class"], "unavailable", "{r}");
     let (r, code) = c.admit(&agent, "not-a-uuid", "x", &[]);
-    assert_eq!((r["receipt_class"].as_str(), code), (Some("invalid"), 2), "{r}");
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("invalid"), 2),
+        "{r}"
+    );
     let (r, _) = c.admit(&agent, R3, "x", &["--final-timeout-ms", "999999999999"]);
     assert_eq!(r["receipt_class"], "invalid", "{r}");
     // Nothing but the first prompt and the typed release reached the agent; a rejected
@@ -224,7 +284,11 @@ fn a_fresh_agent_has_no_cursor_for_return_final() {
     let agent = c.agent_in("fresh");
     assert_eq!(agent["return_final_ready"], false);
     let (r, code) = c.admit(&agent, R1, "x", &["--return-final"]);
-    assert_eq!((r["receipt_class"].as_str(), code), (Some("observer_failure"), 3), "{r}");
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("observer_failure"), 3),
+        "{r}"
+    );
     assert_eq!(r["prompt_written"], false);
     assert!(c.lines().is_empty());
     let (r, _) = c.admit(&agent, R1, "x", &[]);
@@ -248,9 +312,17 @@ fn the_bound_turn_decides_the_outcome() {
         let (r, _) = c.admit(&agent, id, text, &["--return-final"]);
         assert_eq!(r["receipt_class"], "accepted", "{r}");
         let e = w.next();
-        assert_eq!((e["request_id"].as_str(), e["state"].as_str()), (Some(id), Some(*state)), "{e}");
+        assert_eq!(
+            (e["request_id"].as_str(), e["state"].as_str()),
+            (Some(id), Some(*state)),
+            "{e}"
+        );
         if *state == "completed" {
-            assert_eq!(e["final_message"], format!("final: {text}"), "not the later turn's");
+            assert_eq!(
+                e["final_message"],
+                format!("final: {text}"),
+                "not the later turn's"
+            );
         } else {
             assert!(e.get("final_message").is_none(), "{e}");
         }
@@ -258,10 +330,19 @@ fn the_bound_turn_decides_the_outcome() {
     // A timeout and a cancel end requests whose turn never completes.
     let agent = c.agent_in("idle");
     let id = "11111111-2222-4333-8444-555555555555";
-    let (r, _) = c.admit(&agent, id, "forever", &["--return-final", "--final-timeout-ms", "300"]);
+    let (r, _) = c.admit(
+        &agent,
+        id,
+        "forever",
+        &["--return-final", "--final-timeout-ms", "300"],
+    );
     assert_eq!(r["receipt_class"], "accepted", "{r}");
     let e = w.next();
-    assert_eq!((e["request_id"].as_str(), e["state"].as_str()), (Some(id), Some("timed_out")), "{e}");
+    assert_eq!(
+        (e["request_id"].as_str(), e["state"].as_str()),
+        (Some(id), Some("timed_out")),
+        "{e}"
+    );
     c.type_line("exit");
 }
 
@@ -275,9 +356,15 @@ fn cancel_crash_and_a_killed_observer_are_terminal_once() {
     let (x, code) = c.agent(&["request", "cancel", R1]);
     assert_eq!((x["cancelled"].as_bool(), code), (Some(true), 0), "{x}");
     let e = w.next();
-    assert_eq!((e["request_id"].as_str(), e["state"].as_str()), (Some(R1), Some("cancelled")));
+    assert_eq!(
+        (e["request_id"].as_str(), e["state"].as_str()),
+        (Some(R1), Some("cancelled"))
+    );
     let (x, _) = c.agent(&["request", "cancel", R1]);
-    assert_eq!(x["cancelled"], false, "a terminal request stays as it ended");
+    assert_eq!(
+        x["cancelled"], false,
+        "a terminal request stays as it ended"
+    );
     let (g, code) = c.agent(&["request", "get", "22222222-2222-4222-8222-222222222222"]);
     assert_eq!((g["error"].as_str(), code), (Some("not_found"), 3));
     // The agent is still in its endless turn: end it, start a new one, and crash it.
@@ -288,7 +375,11 @@ fn cancel_crash_and_a_killed_observer_are_terminal_once() {
     let (r, _) = c.admit(&agent, R2, "crash now", &["--return-final"]);
     assert_eq!(r["receipt_class"], "accepted", "{r}");
     let e = w.next();
-    assert_eq!((e["request_id"].as_str(), e["state"].as_str()), (Some(R2), Some("indeterminate")), "{e}");
+    assert_eq!(
+        (e["request_id"].as_str(), e["state"].as_str()),
+        (Some(R2), Some("indeterminate")),
+        "{e}"
+    );
     assert!(e["reason"].as_str().unwrap().contains("exited"), "{e}");
 }
 
@@ -309,11 +400,20 @@ fn a_killed_observer_leaves_an_indeterminate_request() {
     assert_eq!(observer.len(), 1, "one observer process");
     unsafe { nix::libc::kill(observer[0], nix::libc::SIGKILL) };
     let d = Deadline::after("observer gone", Duration::from_secs(10));
-    let g = eventually(d, "the request is settled", || c.agent(&["request", "get", R1]).0, |g| {
-        g["state"] == "terminal"
-    });
+    let g = eventually(
+        d,
+        "the request is settled",
+        || c.agent(&["request", "get", R1]).0,
+        |g| g["state"] == "terminal",
+    );
     assert_eq!(g["terminal"]["state"], "indeterminate", "{g}");
-    assert!(g["terminal"]["reason"].as_str().unwrap().contains("observer"), "{g}");
+    assert!(
+        g["terminal"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("observer"),
+        "{g}"
+    );
 }
 
 #[test]
@@ -322,5 +422,10 @@ fn capabilities_are_versioned() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["capabilities_version"], 1);
     assert_eq!(v["receipt_classes"].as_array().unwrap().len(), 9);
-    assert!(v["return_modes"].as_array().unwrap().contains(&json!("final")));
+    assert!(
+        v["return_modes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("final"))
+    );
 }
