@@ -140,6 +140,30 @@ fn run_every_tool(ws: &Path, mut call: impl FnMut(&str, Value) -> Value) {
         "VerifyEdit",
         pair(json!({"verify_command": format!("test -n {c}"), "verify_wait_for_seconds": 5})),
     );
+    // Agent (native and Herdr) and CodeMap, each argument a canary.
+    for (backend, action) in [
+        ("native", json!({"type": "list", "limit": 5})),
+        ("native", json!({"type": "get", "execution_id": c})),
+        (
+            "native",
+            json!({"type": "prompt", "target": c, "prompt_id": c, "text": c}),
+        ),
+        (
+            "native",
+            json!({"type": "wait", "target": c, "prompt_id": c}),
+        ),
+        ("herdr", json!({"type": "prompt", "target": c, "text": c})),
+    ] {
+        call("Agent", pair(json!({"backend": backend, "action": action})));
+    }
+    call(
+        "CodeMap",
+        pair(json!({"operation": "outline", "path": format!("{c}.rs"), "query": c})),
+    );
+    call(
+        "CodeMap",
+        pair(json!({"operation": "references", "name": c, "path": "."})),
+    );
     call(
         "ContextSave",
         pair(json!({"id": format!("task-{c}"), "project_root_path": ws_s,
@@ -225,6 +249,8 @@ fn the_canary_never_reaches_the_log_over_stdio() {
         "VerifyEdit",
         "ContextSave",
         "Execution",
+        "Agent",
+        "CodeMap",
         "unknown",
     ] {
         assert!(
@@ -232,7 +258,21 @@ fn the_canary_never_reaches_the_log_over_stdio() {
             "no tool_call for {tool}: {calls:?}"
         );
     }
-    assert_eq!(calls.len(), 28, "27 tool calls and one refused: {calls:?}");
+    assert_eq!(calls.len(), 35, "34 tool calls and one refused: {calls:?}");
+    let agent: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "tool_call" && l["tool"] == "Agent")
+        .collect();
+    assert_eq!(agent.len(), 5, "{agent:?}");
+    for l in &agent {
+        assert_eq!(l["workflow_schema"], 1, "{l}");
+        assert!(l["backend"] == "native" || l["backend"] == "herdr", "{l}");
+    }
+    assert!(
+        agent
+            .iter()
+            .any(|l| l["action"] == "prompt" && l["backend"] == "herdr")
+    );
     let bash = lines
         .iter()
         .find(|l| l["tool"] == "BashCommand" && l["action"] == "command")
@@ -332,7 +372,7 @@ fn the_canary_never_reaches_the_log_over_http_and_requests_correlate() {
                 .expect("an HTTP tool call has a request_id")
         })
         .collect();
-    assert_eq!(tool_ids.len(), 27);
+    assert_eq!(tool_ids.len(), 34);
     for id in &tool_ids {
         assert!(http_ids.contains(id), "tool call {id} has no http_request");
     }

@@ -70,14 +70,14 @@ fn the_fixture_report_matches_the_golden_json() {
 fn the_fixture_report_counts_bad_lines_and_keeps_unknowns_unknown() {
     let r = report_json(&["--log", &log()]);
     let src = &r["source"];
-    // 25 + 1 truncated lines in the active file, 3 in the garbage file, 3 rotated.
-    assert_eq!(src["linesSeen"], 32);
+    // 28 + 1 truncated lines in the active file, 3 in the garbage file, 3 rotated.
+    assert_eq!(src["linesSeen"], 35);
     assert_eq!(
         src["malformedLines"], 5,
         "[1,2,3], the truncated line, 3 garbage"
     );
     assert_eq!(src["files"].as_array().unwrap().len(), 3);
-    assert_eq!(r["counts"]["toolCalls"], 16);
+    assert_eq!(r["counts"]["toolCalls"], 19);
     assert_eq!(r["counts"]["unknownEvents"], 1);
     assert_eq!(r["counts"]["startedWithoutTerminal"], 1);
     let bash = r["tools"]
@@ -109,6 +109,22 @@ fn the_fixture_report_counts_bad_lines_and_keeps_unknowns_unknown() {
         assert_eq!(audit["byRule"][rule], 1, "{rule}");
     }
     assert_eq!(r["builds"].as_array().unwrap().len(), 2);
+    // Agent workflows: by backend, with receipts observed (a re-read counts again) and
+    // the Herdr prompt whose input is uncertain.
+    let wf = |action: &str, backend: &str| {
+        r["workflows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["tool"] == "Agent" && w["action"] == action && w["backend"] == backend)
+            .cloned()
+            .unwrap_or_else(|| panic!("no Agent {action} {backend} workflow"))
+    };
+    let prompt = wf("prompt", "native");
+    assert_eq!(prompt["receiptDeliveries"]["delivered"], 1);
+    assert_eq!(prompt["inputSent"]["true"], 1);
+    assert_eq!(wf("wait", "native")["receiptOutcomes"]["awaiting_input"], 1);
+    assert_eq!(wf("prompt", "herdr")["inputSent"]["unknown"], 1);
 }
 
 #[test]
@@ -120,7 +136,7 @@ fn last_and_build_filters_select_terminal_events() {
     assert_eq!(r["counts"]["httpRejected"], 2);
     assert_eq!(r["counts"]["unknownEvents"], 1);
     // Lines outside the window are still seen and counted.
-    assert_eq!(r["source"]["linesSeen"], 32);
+    assert_eq!(r["source"]["linesSeen"], 35);
     assert_eq!(r["source"]["malformedLines"], 5);
     let r = report_json(&["--log", &log(), "--last", "4"]);
     assert_eq!(r["counts"]["toolCalls"], 1);
@@ -210,7 +226,7 @@ fn the_html_page_renders_with_non_empty_charts_in_a_real_browser() {
     // One latency histogram per tool, the timeline and the error codes, each with bars
     // of positive height after rendering.
     let charts: Vec<&str> = dom.split("<svg").skip(1).collect();
-    let tools = 7;
+    let tools = 8;
     let latency = charts
         .iter()
         .filter(|c| c.contains("class=\"chart latency\""))

@@ -25,6 +25,19 @@ const INITIALIZE_TYPES: &[&str] = &[
 ];
 const EXECUTION_ACTIONS: &[&str] = &["list", "get", "explain", "read", "observe", "wait"];
 const WAIT_OUTCOMES: &[&str] = &["changed", "timeout", "resync"];
+const AGENT_ACTIONS: &[&str] = &[
+    "list", "get", "read", "explain", "wait", "prompt", "catalog", "admit", "request",
+];
+const BACKENDS: &[&str] = &["native", "herdr"];
+const DELIVERIES: &[&str] = &["delivered", "uncertain"];
+const PROMPT_OUTCOMES: &[&str] = &[
+    "waiting",
+    "awaiting_input",
+    "awaiting_approval",
+    "exited",
+    "timed_out",
+    "generation_changed",
+];
 const TRANSITIONS: &[&str] = &[
     "created",
     "attached_existing",
@@ -68,6 +81,7 @@ pub fn facts(
             read_files(&mut f, args);
         }
         ToolName::Execution => execution(&mut f, args, data),
+        ToolName::Agent => agent(&mut f, args, data),
         ToolName::FileWriteOrEdit
         | ToolName::MultiFileEdit
         | ToolName::ApplyPatch
@@ -255,6 +269,35 @@ fn execution(f: &mut CallFacts, args: &Map<String, Value>, data: &Value) {
     }
 }
 
+/// Agent calls: the Execution facts for the shared native observations, plus the
+/// backend and a prompt receipt's closed states.
+fn agent(f: &mut CallFacts, args: &Map<String, Value>, data: &Value) {
+    execution(f, args, data);
+    let kind = args
+        .get("action")
+        .and_then(Value::as_object)
+        .and_then(|a| a.get("type"))
+        .and_then(Value::as_str);
+    f.action = closed(AGENT_ACTIONS, kind);
+    let x = &mut f.facts;
+    x.backend = match args.get("backend") {
+        None => Some("native"),
+        Some(v) => closed(BACKENDS, v.as_str()),
+    };
+    x.input_sent = match data.get("input_sent") {
+        Some(Value::Bool(true)) => Some("true"),
+        Some(Value::Bool(false)) => Some("false"),
+        Some(v) if v == "unknown" => Some("unknown"),
+        _ => None,
+    };
+    if data.get("prompt_id").is_some() {
+        x.prompt_delivery = closed(DELIVERIES, data.get("delivery").and_then(Value::as_str));
+        x.prompt_outcome = closed(PROMPT_OUTCOMES, data.get("outcome").and_then(Value::as_str));
+        x.prompt_activity_observed = data.get("activity_observed").and_then(Value::as_bool);
+        x.prompt_replayed = data.get("replayed").and_then(Value::as_bool);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +387,30 @@ mod tests {
             4,
         );
         assert_eq!(f.action, None);
+    }
+
+    #[test]
+    fn agent_facts_name_the_backend_and_the_receipt_states_only() {
+        let args = map(json!({"action": {"type": "prompt", "target": "CANARY", "text": "CANARY"}}));
+        let data = json!({"prompt_id": "CANARY", "delivery": "delivered", "outcome": "awaiting_input",
+            "activity_observed": true, "replayed": false, "target": "CANARY"});
+        let f = facts(ToolName::Agent, &args, &out(ToolName::Agent, data, ""), 4);
+        assert_eq!(f.action, Some("prompt"));
+        assert_eq!(f.facts.workflow_schema, Some(1));
+        assert_eq!(f.facts.backend, Some("native"));
+        assert_eq!(f.facts.prompt_delivery, Some("delivered"));
+        assert_eq!(f.facts.prompt_outcome, Some("awaiting_input"));
+        assert_eq!(f.facts.prompt_activity_observed, Some(true));
+        assert_eq!(f.facts.input_sent, None);
+        let text = serde_json::to_string(&f.facts).unwrap();
+        assert!(!text.contains("CANARY"), "{text}");
+        let args = map(json!({"backend": "CANARY", "action": {"type": "wait"}}));
+        let f = facts(
+            ToolName::Agent,
+            &args,
+            &out(ToolName::Agent, json!({}), ""),
+            4,
+        );
+        assert_eq!((f.action, f.facts.backend), (Some("wait"), None));
     }
 }

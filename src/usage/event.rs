@@ -165,6 +165,20 @@ pub struct Facts {
     pub wait_outcome: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_timeout_ms: Option<u64>,
+    // Agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<&'static str>,
+    /// Whether input reached the target: `true`, `false` or `unknown` (uncertain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_sent: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_delivery: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_outcome: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_activity_observed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_replayed: Option<bool>,
     // Edits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edit_committed: Option<bool>,

@@ -129,6 +129,12 @@ pub struct Line<'a> {
     #[serde(borrow)]
     pub backend: Scalar<'a>,
     #[serde(borrow)]
+    pub input_sent: Scalar<'a>,
+    #[serde(borrow)]
+    pub prompt_delivery: Scalar<'a>,
+    #[serde(borrow)]
+    pub prompt_outcome: Scalar<'a>,
+    #[serde(borrow)]
     pub outcome: Scalar<'a>,
     /// A tool call's envelope status (a string) or an HTTP status (a number).
     #[serde(borrow)]

@@ -248,6 +248,11 @@ struct Workflow {
     latency: Samples,
     statuses: Counter,
     wait_outcomes: Counter,
+    /// Receipts answered (a receipt read again counts again): by delivery and outcome.
+    receipt_deliveries: Counter,
+    receipt_outcomes: Counter,
+    /// Input sent to the target: `true`, `false` or `unknown` (uncertain).
+    input_sent: Counter,
 }
 
 impl Workflows {
@@ -267,6 +272,13 @@ impl Workflows {
         if let Some(o) = l.wait_outcome.str() {
             w.wait_outcomes.add(o);
         }
+        if let Some(d) = l.prompt_delivery.str() {
+            w.receipt_deliveries.add(d);
+            w.receipt_outcomes.add_or_unknown(l.prompt_outcome.str());
+        }
+        if let Some(s) = l.input_sent.str() {
+            w.input_sent.add(s);
+        }
     }
 
     pub fn to_json(&self) -> Value {
@@ -280,6 +292,9 @@ impl Workflows {
                         "latencyMs": w.latency.summary(),
                         "statuses": w.statuses.to_json(),
                         "waitOutcomes": w.wait_outcomes.to_json(),
+                        "receiptDeliveries": w.receipt_deliveries.to_json(),
+                        "receiptOutcomes": w.receipt_outcomes.to_json(),
+                        "inputSent": w.input_sent.to_json(),
                     })
                 })
                 .collect(),

@@ -172,6 +172,7 @@ pub fn call(
     let h = Herdr {
         cfg: &cfg,
         remove_env: &ctx.herdr.inherited,
+        trace: ctx.trace,
     };
     match req {
         Req::List => list(&h, targets),
@@ -203,6 +204,7 @@ fn scope_denied(message: &str) -> ToolError {
 struct Herdr<'a> {
     cfg: &'a Config,
     remove_env: &'a [String],
+    trace: &'a crate::usage::CallTrace,
 }
 
 impl Herdr<'_> {
@@ -215,6 +217,7 @@ impl Herdr<'_> {
             remove_env: self.remove_env,
         };
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let _herdr = self.trace.phase(crate::usage::Phase::Herdr);
         let budget = Duration::from_millis(self.cfg.deadline_ms);
         let deadline = Deadline::after("herdr", budget);
         let sent = if prompt {
