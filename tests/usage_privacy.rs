@@ -153,6 +153,15 @@ fn run_every_tool(ws: &Path, mut call: impl FnMut(&str, Value) -> Value) {
             json!({"type": "wait", "target": c, "prompt_id": c}),
         ),
         ("herdr", json!({"type": "prompt", "target": c, "text": c})),
+        (
+            "native",
+            json!({"type": "admit", "target": c, "incarnation": c,
+                          "request_id": "3d6f0a2b-1c4e-4f5a-8b9c-0d1e2f3a4b5c", "text": c}),
+        ),
+        (
+            "native",
+            json!({"type": "request", "op": "get", "request_id": c}),
+        ),
     ] {
         call("Agent", pair(json!({"backend": backend, "action": action})));
     }
@@ -258,12 +267,12 @@ fn the_canary_never_reaches_the_log_over_stdio() {
             "no tool_call for {tool}: {calls:?}"
         );
     }
-    assert_eq!(calls.len(), 35, "34 tool calls and one refused: {calls:?}");
+    assert_eq!(calls.len(), 37, "36 tool calls and one refused: {calls:?}");
     let agent: Vec<&Value> = lines
         .iter()
         .filter(|l| l["event"] == "tool_call" && l["tool"] == "Agent")
         .collect();
-    assert_eq!(agent.len(), 5, "{agent:?}");
+    assert_eq!(agent.len(), 7, "{agent:?}");
     for l in &agent {
         assert_eq!(l["workflow_schema"], 1, "{l}");
         assert!(l["backend"] == "native" || l["backend"] == "herdr", "{l}");
@@ -372,7 +381,7 @@ fn the_canary_never_reaches_the_log_over_http_and_requests_correlate() {
                 .expect("an HTTP tool call has a request_id")
         })
         .collect();
-    assert_eq!(tool_ids.len(), 34);
+    assert_eq!(tool_ids.len(), 36);
     for id in &tool_ids {
         assert!(http_ids.contains(id), "tool call {id} has no http_request");
     }

@@ -18,6 +18,7 @@ pub mod follow;
 pub mod observer;
 pub mod receipt;
 pub mod reconcile;
+pub mod view;
 
 /// Largest prompt accepted.
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;

@@ -373,9 +373,9 @@ fn agent() -> Value {
         "backend": {"enum": ["native", "herdr"]},
         "action": {
             "type": "object",
-            "description": "native: list/get/read/explain/wait as in Execution; prompt {target (execution id), prompt_id, text, recognizer, timeout_seconds} sends once, to a program awaiting input; wait {target, prompt_id, until outcome|activity, timeout_seconds} re-reads the receipt. herdr (target = configured alias): list | get | explain | read {lines} | prompt {text} | wait {until idle|working|blocked|done|unknown, timeout_seconds}",
+            "description": "native: list/get/read/explain/wait as in Execution; prompt {target (execution id), prompt_id, text, recognizer, timeout_seconds} sends once, to a program awaiting input; wait {target, prompt_id, until outcome|activity, timeout_seconds} re-reads the receipt. catalog: Codex agents here; admit {target agent_id, incarnation, request_id UUID, text, return_final, final_timeout_ms} writes once; request {op get|cancel|watch, request_id, after, timeout_seconds}. herdr (target = configured alias): list | get | explain | read {lines} | prompt {text} | wait {until idle|working|blocked|done|unknown, timeout_seconds}",
             "properties": {
-                "type": {"enum": ["list", "get", "read", "explain", "wait", "prompt"]},
+                "type": {"enum": ["list", "get", "read", "explain", "wait", "prompt", "catalog", "admit", "request"]},
                 "target": s, "execution_id": s, "prompt_id": s, "text": s,
             },
             "required": ["type"],

@@ -72,6 +72,8 @@ error_codes! {
     AgentReceiptNotFound => "agent_receipt_not_found",
     /// A native prompt may or may not have reached the program; never resend it.
     AgentDeliveryUncertain => "agent_delivery_uncertain",
+    /// A return-final admission was refused (`receipt_class` says why); nothing was written.
+    AgentRequestRejected => "agent_request_rejected",
     HerdrDisabled => "herdr_disabled",
     HerdrConfiguration => "herdr_configuration",
     HerdrUnavailable => "herdr_unavailable",

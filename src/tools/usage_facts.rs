@@ -10,6 +10,7 @@ use super::bash::action::{self, Action, POLICIES};
 use super::envelope::{Status, ToolOutput};
 use super::name::ToolName;
 use crate::files::ranges::{LineRange, parse_spec};
+use crate::requests::receipt::Class;
 use crate::usage::category::command_category;
 use crate::usage::event::{Facts, WORKFLOW_SCHEMA};
 use serde_json::{Map, Value};
@@ -290,6 +291,10 @@ fn agent(f: &mut CallFacts, args: &Map<String, Value>, data: &Value) {
         Some(v) if v == "unknown" => Some("unknown"),
         _ => None,
     };
+    x.request_class = data
+        .get("receipt_class")
+        .and_then(Value::as_str)
+        .and_then(|c| Class::ALL.iter().map(|k| k.as_str()).find(|k| *k == c));
     if data.get("prompt_id").is_some() {
         x.prompt_delivery = closed(DELIVERIES, data.get("delivery").and_then(Value::as_str));
         x.prompt_outcome = closed(PROMPT_OUTCOMES, data.get("outcome").and_then(Value::as_str));

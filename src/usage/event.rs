@@ -179,6 +179,9 @@ pub struct Facts {
     pub prompt_activity_observed: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_replayed: Option<bool>,
+    /// A return-final admission's receipt class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_class: Option<&'static str>,
     // Edits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edit_committed: Option<bool>,

@@ -3,6 +3,7 @@
 //! Set `WINX_TEST_KEEP_LOGS=1` to keep the temp dir (with stderr.log) for post-mortem.
 #![allow(dead_code)]
 
+pub mod codex;
 pub mod golden;
 pub mod history;
 pub mod tasks;

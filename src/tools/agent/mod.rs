@@ -8,6 +8,7 @@
 pub mod advice;
 pub mod herdr;
 mod prompt;
+mod requests;
 
 use super::ToolContext;
 use super::envelope::{Status, ToolOutput};
@@ -19,7 +20,11 @@ use serde_json::{Map, Value, json};
 
 pub(crate) const TOOL: ToolName = ToolName::Agent;
 pub(crate) const FIELDS: &[&str] = &["thread_id", "workspace_root", "backend", "action"];
-const ACTIONS: &[&str] = &["list", "get", "read", "explain", "wait", "prompt"];
+const ACTIONS: &[&str] = &[
+    "list", "get", "read", "explain", "wait", "prompt", "catalog", "admit", "request",
+];
+/// The return-final request actions (issue 15; native only).
+const REQUEST_ACTIONS: &[&str] = &["catalog", "admit", "request"];
 /// Prompt text bound (seed 000).
 pub const MAX_PROMPT_BYTES: usize = 16 * 1024;
 const MAX_PROMPT_ID: usize = 128;
@@ -55,6 +60,14 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Some(_) => return Err(bad("backend must be \"native\" or \"herdr\"")),
     };
     let (action, kind) = super::execution::action_of(map, ACTIONS)?;
+    if REQUEST_ACTIONS.contains(&kind) {
+        if herdr {
+            return Err(bad(format!(
+                "{kind} is for Codex agents in winx sessions (backend native)"
+            )));
+        }
+        return requests::call(ctx, map, kind, action);
+    }
     match herdr {
         true => herdr::actions::call(ctx, map, kind, action),
         false => native(ctx, map, kind, action),
