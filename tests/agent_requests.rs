@@ -287,3 +287,47 @@ fn capabilities_are_versioned() {
             .contains(&json!("final"))
     );
 }
+
+/// The orchestrator's round trip across restarts: admit, leave, restart the adapter and
+/// winxd while the bound turn runs, then `watch --after` the last sequence it had seen and
+/// get exactly that turn's final, once. The processes that must live are the guardian (it
+/// holds the PTY the agent runs on) and the request's observer.
+#[test]
+fn watch_after_resumes_exactly_after_n_across_restarts() {
+    let mut c = Codex::start("");
+    let agent = c.agent_in("idle");
+    let (r, _) = c.admit(&agent, R1, "first", &["--return-final"]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    let seen = c.watch(0).next();
+    assert_eq!(seen["request_id"], R1, "{seen}");
+    let seq = seen["terminal_event_sequence"].as_i64().unwrap();
+    let (r, _) = c.admit(&agent, R2, "hold the line", &["--return-final"]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    c.agent_in("busy");
+    // Every winx process but the guardian and the observer is replaced.
+    let mut b = support::restart_adapter(&c.a, "daemon");
+    c.a.kill9();
+    let out = b.op(&["restart-daemon"]);
+    assert!(out.status.success(), "{out:?}");
+    let s = c.s.clone();
+    b.bash(&s, json!({"send_text": "release", "submit": true}));
+    let after = seq.to_string();
+    let once = || {
+        let out = b.op(&["agent", "request", "watch", "--after", &after, "--once"]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let d = Deadline::after("the held turn's final", Duration::from_secs(20));
+    let events = eventually(d, "one event after N", once, |v| !v.is_empty());
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["request_id"], R2);
+    assert_eq!(events[0]["state"], "completed");
+    assert_eq!(events[0]["final_message"], "final: hold the line");
+    assert_eq!(events[0]["terminal_event_sequence"], seq + 1);
+    // Again: the same one event, never a second copy or a later turn's.
+    assert_eq!(once(), events);
+    assert_eq!(c.lines(), ["first", "hold the line", "release"]);
+}
