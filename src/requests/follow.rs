@@ -1,6 +1,6 @@
 //! Event-driven waiting for the request observer and `request watch`: inotify on the
-//! rollout file and on the state directory (the database's WAL grows with every commit),
-//! and a pidfd for the target process — no polling loop. A housekeeping wake-up bounds
+//! rollout file and on the state directory (the store touches `agent-requests.signal`
+//! there once each terminal event is readable), and a pidfd for the target process — no polling loop. A housekeeping wake-up bounds
 //! each wait so a missed event (a pidfd-less kernel, a file replaced under a watch) costs
 //! at most that long.
 
@@ -51,7 +51,7 @@ impl Watcher {
             .map_err(Into::into)
     }
 
-    /// Wake on writes to files in `dir` (the state store's database and WAL).
+    /// Wake on writes to files in `dir` (the state store's database, WAL and signal file).
     pub fn dir(&self, dir: &Path) -> std::io::Result<()> {
         let flags =
             AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO;

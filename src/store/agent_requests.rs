@@ -47,6 +47,8 @@ pub const MIGRATION: &str = "CREATE TABLE agent_requests (
 /// (one-way, written), `submitted` (return-final, written, awaiting its final),
 /// `terminal` (an event was appended).
 pub const ADMITTING: &str = "admitting";
+/// Written (one byte, in place) after each terminal event commits; see `request_finish`.
+pub const SIGNAL_FILE: &str = "agent-requests.signal";
 pub const DELIVERED: &str = "delivered";
 pub const SUBMITTED: &str = "submitted";
 pub const TERMINAL: &str = "terminal";
@@ -311,6 +313,32 @@ impl Store {
             },
             "finish agent request",
         )
+        .inspect(|seq| {
+            if seq.is_some() {
+                self.signal_terminal_event();
+            }
+        })
+    }
+
+    /// Touch `SIGNAL_FILE` beside the database once a terminal event is visible. A
+    /// watcher woken by the WAL's own write may look before the commit is readable (the
+    /// frames are written, then synced, then published); this write comes after, so
+    /// an inotify watch on the directory never misses a committed event.
+    fn signal_terminal_event(&self) {
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        let Some(dir) = self.path().parent() else {
+            return;
+        };
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(dir.join(SIGNAL_FILE));
+        if let Err(e) = opened.and_then(|f| f.write_at(b"1", 0)) {
+            log::debug!("agent requests: signal file: {e}");
+        }
     }
 
     pub fn request_get(
