@@ -17,6 +17,7 @@ pub mod initialize;
 pub mod name;
 pub mod policy;
 pub mod state;
+pub mod temporary;
 pub mod usage_facts;
 
 use crate::runtime::Runtime;
