@@ -49,6 +49,9 @@ pub struct Audit {
     pub problem: Option<DirProblem>,
     /// The directory was missing (removed by the agent) and was made again.
     pub recreated: bool,
+    /// The directory does not exist and cannot be made (a read-only or foreign
+    /// workspace): nothing can be in it, so this blocks nothing.
+    pub unavailable: Option<String>,
 }
 
 impl Audit {
@@ -71,14 +74,16 @@ pub fn audit(workspace: &Path, key: &str, now_ms: i64) -> Audit {
         generation: String::new(),
         problem: None,
         recreated: false,
+        unavailable: None,
     };
     let root = match open_root(workspace) {
         Ok(fd) => fd,
         Err(DirProblem::Missing) => {
             // Removed whole (`rm -rf .winx`): made again, empty.
-            a.recreated = true;
-            if let Err(p) = super::ensure(workspace, key) {
-                a.problem = Some(p);
+            match super::ensure(workspace, key) {
+                Ok(_) => a.recreated = true,
+                Err(DirProblem::Io(e)) => a.unavailable = Some(e),
+                Err(p) => a.problem = Some(p),
             }
             a.generation = empty_generation();
             return a;
@@ -96,12 +101,11 @@ pub fn audit(workspace: &Path, key: &str, now_ms: i64) -> Audit {
             renew_lease(&fd, now_ms);
             walk(fd, "", 0, &mut a.session, &mut seen, Some(&mut hash));
         }
-        Err(DirProblem::Missing) => {
-            a.recreated = true;
-            if let Err(p) = make_dir_at(&root, own.as_str()) {
-                a.problem = Some(p);
-            }
-        }
+        Err(DirProblem::Missing) => match make_dir_at(&root, own.as_str()) {
+            Ok(_) => a.recreated = true,
+            Err(DirProblem::Io(e)) => a.unavailable = Some(e),
+            Err(p) => a.problem = Some(p),
+        },
         Err(p) => a.problem = Some(p),
     }
     a.generation = hex8(hash);

@@ -71,6 +71,18 @@ fn audit_counts_bytes_files_and_changes_generation() {
 }
 
 #[test]
+fn a_workspace_that_cannot_hold_the_directory_blocks_nothing() {
+    let (_t, ws) = ws();
+    fs::set_permissions(&ws, fs::Permissions::from_mode(0o500)).unwrap();
+    let a = audit(&ws, KEY, 0);
+    fs::set_permissions(&ws, fs::Permissions::from_mode(0o700)).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        return; // root writes anyway
+    }
+    assert!(a.unavailable.is_some() && !a.over_budget(), "{a:?}");
+}
+
+#[test]
 fn a_removed_directory_is_made_again() {
     let (_t, ws) = ws();
     let dir = ensure(&ws, KEY).unwrap();

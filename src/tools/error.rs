@@ -144,7 +144,7 @@ pub enum ToolError {
     },
     /// A refusal about the managed temporary directory; `tools::temporary` chooses every
     /// field.
-    Temporary(Box<crate::tools::temporary::Refusal>),
+    Temporary(Box<super::refusal::Refusal>),
 }
 
 /// The `thread_id` + `workspace_root` pair, for next actions that must carry it.

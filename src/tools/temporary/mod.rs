@@ -17,6 +17,7 @@ use crate::tools::ToolContext;
 use crate::tools::envelope::{NextAction, Status, ToolOutput};
 use crate::tools::error::{SessionPair, ToolError};
 use crate::tools::error_code::ErrorCode;
+pub use crate::tools::refusal::Refusal;
 use crate::tools::state::temporary::{HELPER_MAP_CALLS, HELPER_MAP_FILES, HelperUse, Verdict};
 use crate::usage::Phase;
 use serde_json::{Value, json};
@@ -24,17 +25,6 @@ use std::path::Path;
 
 /// A helper map's navigation payload (text and listed items), at most (seed 003).
 pub const HELPER_MAP_PAYLOAD: usize = 12 * 1024;
-
-/// A refusal about the managed directory, every envelope field chosen here.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
-    pub code: ErrorCode,
-    pub status: Status,
-    pub retryable: bool,
-    pub message: String,
-    pub data: Value,
-    pub next: Option<NextAction>,
-}
 
 pub(crate) fn refuse(r: Refusal) -> ToolError {
     ToolError::Temporary(Box::new(r))
@@ -66,6 +56,9 @@ pub fn usage_json(a: &Audit) -> Value {
     }
     if a.recreated {
         v["recreated"] = json!(true);
+    }
+    if let Some(e) = &a.unavailable {
+        v["unavailable"] = json!(e);
     }
     v
 }
@@ -100,7 +93,11 @@ pub fn initialize(ctx: &ToolContext, b: &Binding, prune_stale: bool) -> (Value, 
     let a = audit(ctx, b);
     let mut v = usage_json(&a);
     if let Err(p) = made {
-        v["problem"] = json!(p.to_string());
+        let field = match p {
+            engine::DirProblem::Io(_) => "unavailable",
+            _ => "problem",
+        };
+        v[field] = json!(p.to_string());
     }
     if !pruned.sessions.is_empty() {
         v["pruned_stale_sessions"] = json!(pruned.sessions.len());
