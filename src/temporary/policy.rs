@@ -79,8 +79,8 @@ pub fn judge(src: &str, at: &Place, exists: &dyn Fn(&Path) -> Option<bool>) -> O
         .any(|c| c.static_name().is_some_and(|n| DIR_CHANGERS.contains(&n)));
     let place = |text: &str, dynamic: bool| -> Option<PathBuf> {
         let relative = !text.starts_with('/');
-        (!dynamic && !text.is_empty() && !(relative && changes_dir))
-            .then(|| clean(&at.cwd.join(text)))
+        let unplaceable = dynamic || text.is_empty() || (relative && changes_dir);
+        (!unplaceable).then(|| clean(&at.cwd.join(text)))
     };
     for cmd in &script.commands {
         for target in targets(cmd, &place, exists) {
@@ -238,7 +238,7 @@ pub fn only_inspects_or_removes(src: &str) -> bool {
         let writes = c
             .redirects
             .iter()
-            .any(|r| r.writes_file() && !(!r.target.dynamic && r.target.text == "/dev/null"));
+            .any(|r| r.writes_file() && (r.target.dynamic || r.target.text != "/dev/null"));
         name_ok && find_ok && !writes && c.wrapped_by.is_none()
     })
 }
