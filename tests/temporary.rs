@@ -100,6 +100,15 @@ fn bypassing_writes_are_refused_and_ordinary_commands_run() {
         std::fs::read_to_string(a.workspace.join("README.md")).unwrap(),
         "b\n"
     );
+    // A verify_command is judged the same way, before the edit is written.
+    let r = a.call(
+        "VerifyEdit",
+        pair_args(
+            &s,
+            json!({"verify_command": format!("make > {sys}.verify")}),
+        ),
+    );
+    assert_eq!(sc(&r)["errorCode"], "temporary_artifact_policy", "{r}");
     let r = a.bash(&s, json!({"command": "cat \"$WINX_TEMP_DIR/x\""}));
     assert!(text(&r).starts_with("hi"), "{r}");
     assert_eq!(data(&r)["temporary"]["files"], 2);

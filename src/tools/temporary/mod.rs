@@ -194,6 +194,22 @@ pub fn before_command(
     }))
 }
 
+/// `before_command` for a `verify_command` (edit tools, `VerifyEdit`), judged against the
+/// shell's current directory (the workspace when no shell answers yet).
+pub fn before_verify(
+    ctx: &ToolContext,
+    b: &Binding,
+    pair: &SessionPair,
+    command: &str,
+) -> Result<(), ToolError> {
+    let cwd = ctx
+        .runtime
+        .attach(&key(ctx, b))
+        .map(|e| e.snapshot.cwd)
+        .unwrap_or_else(|| b.workspace_str());
+    before_command(ctx, b, pair, command, &cwd)
+}
+
 fn over_text(a: &Audit) -> String {
     if let Some(p) = &a.problem {
         return format!("it cannot be measured: {p}");
