@@ -29,6 +29,7 @@ pub mod session;
 pub mod shell;
 pub mod store;
 pub mod tasks;
+pub mod temporary;
 pub mod tools;
 pub mod usage;
 pub mod wire;

@@ -105,7 +105,8 @@ fn resuming_without_a_workspace_is_keyed_by_the_saved_task() {
                "id": "orphan", "description": "project deleted"}),
     );
     assert_eq!(r["structuredContent"]["status"], "completed", "{r}");
-    std::fs::remove_dir(&gone).unwrap();
+    // `remove_dir_all`: Initialize made the session's `.winx/tmp` directory in it.
+    std::fs::remove_dir_all(&gone).unwrap();
     let d = resume(&mut a, "orphan");
     let ws = d["workspace_root"].as_str().unwrap();
     assert!(ws.ends_with("/task-orphan"), "{d}");

@@ -412,17 +412,16 @@ fn identical_retries_are_replayed_and_changed_targets_refused() {
     let args = pair_args(
         &s,
         json!({"file_path": "r.txt", "text_or_search_replace_blocks": "v1\n",
-        "verify_command": "echo checked >> verify.log"}),
+        "verify_command": "echo checked >> \"$WINX_TEMP_DIR/verify.log\""}),
     );
     let first = a.call("FileWriteOrEdit", args.clone());
     assert_eq!(sc(&first)["status"], "completed", "{first}");
     let again = a.call("FileWriteOrEdit", args.clone());
     assert_eq!(sc(&again)["data"]["replayed"], true, "{again}");
-    // Replayed without writing or verifying again.
-    assert_eq!(
-        std::fs::read_to_string(a.workspace.join("verify.log")).unwrap(),
-        "checked\n"
-    );
+    // Replayed without writing or verifying again. (The count goes to the managed
+    // temporary directory: a new `verify.log` at the project root is a scratch file.)
+    let log = std::path::Path::new(s["data"]["temp_dir"].as_str().unwrap()).join("verify.log");
+    assert_eq!(std::fs::read_to_string(log).unwrap(), "checked\n");
     std::fs::write(a.workspace.join("r.txt"), "someone else\n").unwrap();
     let stale = a.call("FileWriteOrEdit", args.clone());
     assert_eq!(

@@ -10,7 +10,7 @@ use winx::guardian::{self, Dialect, ShellSpec};
 use winx::ipc::ready::{self, Verdict};
 
 const USAGE: &str = "usage: winx-guardian --socket PATH --session-dir DIR --workspace DIR --shell PATH \
-[--dialect bash|zsh] [--ready-fd N] | --version";
+[--dialect bash|zsh] [--ready-fd N] [--temp-dir DIR] | --version";
 
 fn main() -> ExitCode {
     winx::alloc::single_arena();
@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let mut shell = None;
     let mut dialect = Dialect::Bash;
     let mut ready_fd: Option<i32> = None;
+    let mut temp_dir = None;
     let mut labels = winx::wire::guardian::Labels::default();
     let mut parser = lexopt::Parser::from_env();
     loop {
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
             Long("shell") => shell = value(&mut parser).ok(),
             Long("thread-id") => labels.thread_id = value(&mut parser).unwrap_or_default(),
             Long("principal") => labels.principal = value(&mut parser).unwrap_or_default(),
+            Long("temp-dir") => temp_dir = value(&mut parser).ok(),
             Long("dialect") => {
                 dialect = match value(&mut parser).as_deref() {
                     Ok("bash") => Dialect::Bash,
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         env,
         workspace,
         session_dir,
+        temp_dir,
     };
     // The readiness pipe must not leak into the shells and guardians we start: a child
     // holding it open would keep the starter from ever seeing EOF.

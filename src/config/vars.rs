@@ -242,7 +242,7 @@ pub const CLOCK_SKEW_SECS: Var = Var {
         min: 0,
         max: 10 * YEAR_SECS,
     },
-    help: "added to the clock for session TTL and history expiry decisions only (tests)",
+    help: "added to the clock for session TTL, history expiry and temporary-directory pruning only (tests)",
 };
 pub const BUILD_IDENTITY_OVERRIDE: Var = Var {
     name: "WINX_BUILD_IDENTITY_OVERRIDE",

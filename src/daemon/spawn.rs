@@ -25,6 +25,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, Runtime
         session_dir,
         env,
         labels,
+        temp_dir,
         ..
     } = req
     else {
@@ -50,6 +51,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, Runtime
         .arg(&labels.thread_id)
         .arg("--principal")
         .arg(&labels.principal)
+        .args(temp_dir.iter().flat_map(|t| ["--temp-dir", t.as_str()]))
         .env_clear()
         .envs(env.iter().cloned())
         .stdin(Stdio::null())

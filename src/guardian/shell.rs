@@ -26,6 +26,9 @@ pub struct ShellSpec {
     pub session_dir: PathBuf,
     /// Thread id and principal, reported to operators.
     pub labels: crate::wire::guardian::Labels,
+    /// The session's managed temporary directory (`WINX_TEMP_DIR`), when the adapter
+    /// named one.
+    pub temp_dir: Option<String>,
 }
 
 /// Environment variables never passed to the shell: server secrets and settings.
@@ -98,6 +101,9 @@ fn shell_env(spec: &ShellSpec) -> Vec<String> {
         "GIT_PAGER=cat".into(),
         format!("WINX_WORKSPACE_ROOT={}", spec.workspace),
     ]);
+    // Set after the filter above, so an inherited `WINX_TEMP_DIR` (a winx inside a winx
+    // shell) never leaks in: the value is always this session's directory.
+    env.extend(spec.temp_dir.iter().map(|t| format!("WINX_TEMP_DIR={t}")));
     env
 }
 

@@ -33,6 +33,7 @@ fn start() -> Fixture {
         workspace: ws.clone(),
         session_dir: tmp.path().join("session"),
         labels: Default::default(),
+        temp_dir: None,
     };
     let socket = tmp.path().join("g.sock");
     spawn_embedded(spec, &socket).unwrap();

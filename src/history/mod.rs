@@ -216,6 +216,12 @@ impl History {
     }
 
     /// The `configurable` recognizer's rules, when configured.
+    /// Added to the clock for expiry decisions (`WINX_CLOCK_SKEW_SECS`, tests); the
+    /// managed temporary directory's pruning uses the same clock.
+    pub fn clock_skew_ms(&self) -> i64 {
+        self.limits.clock_skew_ms
+    }
+
     pub fn turn_rules(&self) -> Option<Arc<crate::shell::turn::Rules>> {
         self.limits.turn_rules.clone()
     }

@@ -222,6 +222,11 @@ impl Runtime {
             workspace: workspace.to_string_lossy().into_owned(),
             session_dir: self.session_dir(key),
             labels,
+            temp_dir: Some(
+                crate::temporary::session_dir(workspace, key)
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
         };
         let socket = match self.cfg.kind {
             RuntimeKind::Embedded => {
@@ -275,6 +280,7 @@ impl Runtime {
             session_dir: spec.session_dir.to_string_lossy().into_owned(),
             env: self.cfg.base_env.clone(),
             labels: spec.labels.clone(),
+            temp_dir: spec.temp_dir.clone(),
         };
         match daemon::request_current(&self.cfg.daemon_socket, &self.cfg.base_env, &req)? {
             R::Ensured { socket, .. } => Ok(PathBuf::from(socket)),

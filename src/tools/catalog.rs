@@ -269,12 +269,13 @@ fn edit_files() -> Value {
             "file_path": {"type": "string"}, "mode": {"enum": ["replace", "search_replace", "line_patch"]},
             "content": {"type": "string"}, "search_replace": {"type": "string"}, "patches": patches_schema(),
             "expected_revision": {"type": "string"}}, "required": ["file_path"]}},
-        "operation": {"enum": ["apply", "undo"]}});
+        "operation": {"enum": ["apply", "undo"]},
+        "release_temporary": {"type": "object", "description": "Alone: delete helpers of $WINX_TEMP_DIR {generation, files:[{path, revision}]}"}});
     edit_tool(
         ToolName::EditFiles,
         "Unified edit entry point: per file replace, search_replace blocks or line_patch (with expected_revision); all-or-nothing.",
         props.as_object().cloned().unwrap_or_default(),
-        &["files"],
+        &[],
     )
 }
 

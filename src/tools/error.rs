@@ -142,6 +142,9 @@ pub enum ToolError {
         message: String,
         data: Value,
     },
+    /// A refusal about the managed temporary directory; `tools::temporary` chooses every
+    /// field.
+    Temporary(Box<super::refusal::Refusal>),
 }
 
 /// The `thread_id` + `workspace_root` pair, for next actions that must carry it.
@@ -290,6 +293,7 @@ impl ToolError {
                 retryable,
                 ..
             } => m(*status, *code, *retryable, false),
+            ToolError::Temporary(r) => m(r.status, r.code, r.retryable, false),
         }
     }
 
@@ -414,6 +418,7 @@ impl ToolError {
                  files (it was not opened, so nothing could block on it)",
                 kind.describe()
             ),
+            ToolError::Temporary(r) => r.message.clone(),
         }
     }
 
@@ -483,6 +488,7 @@ impl ToolError {
                 instruction: "Retry with wait_policy return_early.".into(),
                 arguments: corrected.clone(),
             }),
+            ToolError::Temporary(r) => r.next.clone(),
             _ => None,
         }
     }
@@ -512,6 +518,7 @@ impl ToolError {
                 json!({"snapshot_hash": snapshot_hash})
             }
             ToolError::Agent { data, .. } => data.clone(),
+            ToolError::Temporary(r) => r.data.clone(),
             _ => json!({}),
         };
         let envelope = Envelope {
@@ -556,40 +563,8 @@ pub fn mark(env: &mut Envelope, status: Status, code: ErrorCode) {
     env.error_code = Some(code);
 }
 
-impl From<crate::session::SessionError> for ToolError {
-    fn from(e: crate::session::SessionError) -> ToolError {
-        use crate::session::SessionError as S;
-        match e {
-            S::NeedsInitialize {
-                reason,
-                workspace_root,
-            } => ToolError::NeedsInitialize {
-                reason,
-                workspace_root,
-            },
-            S::BindingConflict {
-                thread_id,
-                bound_workspace,
-                supplied_workspace,
-            } => ToolError::BindingConflict {
-                thread_id,
-                bound_workspace,
-                supplied_workspace,
-            },
-            S::WorkspaceAlreadyBound {
-                thread_id,
-                bound_workspace,
-                requested_workspace,
-            } => ToolError::WorkspaceAlreadyBound {
-                thread_id,
-                bound_workspace,
-                requested_workspace,
-            },
-            S::WorkspaceInvalid { path, detail } => ToolError::WorkspaceInvalid { path, detail },
-            S::StoreUnavailable { detail } => ToolError::StoreUnavailable { detail },
-        }
-    }
-}
+#[path = "error_session.rs"]
+mod session;
 
 #[cfg(test)]
 #[path = "error_tests.rs"]

@@ -102,6 +102,23 @@ error_codes! {
     // CodeMap.
     /// A map cursor from another snapshot of the tree (or another query).
     StaleCursor => "stale_cursor",
+    // The managed temporary directory (`tools::temporary`).
+    /// A shell write bypassing `$WINX_TEMP_DIR` (`/tmp/…`, a new scratch file at the
+    /// project root); nothing was run.
+    TemporaryArtifactPolicy => "temporary_artifact_policy",
+    /// The session's temporary directory is over budget (or unmeasurable): only commands
+    /// that inspect or remove run until it is back under.
+    TemporaryBudgetExceeded => "temporary_budget_exceeded",
+    /// This session used its 24 helper files / 64 helper-map calls.
+    DerivedCodeMapBudgetExhausted => "derived_code_map_budget_exhausted",
+    /// `release_temporary`: the directory changed since the given generation; nothing
+    /// was released.
+    TemporaryGenerationChanged => "temporary_generation_changed",
+    /// `release_temporary`: a command is active, or the runtime cannot tell; nothing was
+    /// released.
+    TemporaryReleaseBlocked => "temporary_release_blocked",
+    /// `release_temporary`: some named helpers were kept (each with its reason).
+    TemporaryReleasePartial => "temporary_release_partial",
     // ReadFiles: some files failed (each failure's own code is in `data.failures`).
     ReadFailed => "read_failed",
     // ReadImage.

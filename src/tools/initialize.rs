@@ -347,6 +347,12 @@ fn answer(
             "started_now": shell.created,
         },
     });
+    // First calls also prune the workspace's stale session directories (24 h).
+    let first = matches!(transition, "created" | "attached_existing");
+    let (temporary, line) = super::temporary::initialize(ctx, b, first);
+    data["temporary"] = temporary;
+    data["temp_dir"] = data["temporary"]["dir"].clone();
+    text.push_str(&line);
     text.push_str(&format!(
         "shell: pid {}, cwd {}{}\n",
         shell.snapshot.shell_pid,

@@ -16,7 +16,9 @@ pub mod files;
 pub mod initialize;
 pub mod name;
 pub mod policy;
+pub mod refusal;
 pub mod state;
+pub mod temporary;
 pub mod usage_facts;
 
 use crate::runtime::Runtime;

@@ -18,6 +18,10 @@ pub enum Request {
         session_dir: String,
         env: Vec<(String, String)>,
         labels: Labels,
+        /// The session's managed temporary directory, exported as `WINX_TEMP_DIR` to every
+        /// PTY (absent from older adapters).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        temp_dir: Option<String>,
     },
     /// Every live guardian, with its snapshot.
     List,

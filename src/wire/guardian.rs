@@ -86,7 +86,9 @@ pub enum Request {
 }
 
 /// What this build's guardians can do beyond protocol 1, listed in `Snapshot`.
-pub const CAPABILITIES: &[&str] = &["prompt", "codex_admit"];
+/// `temp_dir`: shells export `WINX_TEMP_DIR` (a guardian without it predates the managed
+/// temporary directory, so `release_temporary` cannot rely on it).
+pub const CAPABILITIES: &[&str] = &["prompt", "codex_admit", "temp_dir"];
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]

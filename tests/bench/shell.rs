@@ -41,6 +41,11 @@ const FLOOD_CTRL_C_MS: f64 = 100.0;
 /// Calls timed during the flood (each one a guardian `Snapshot` plus `Screen`).
 const FLOOD_CALLS: usize = 300;
 const WINXD_RSS_MIB: f64 = 4.0;
+/// What the managed temporary directory adds to one `echo hello` (issue 17): the artifact
+/// judge before the command and the audit after it.
+const TEMPORARY_OVERHEAD_MS: f64 = 0.2;
+/// Helpers in the directory while that is measured: a working session's worth.
+const TEMPORARY_HELPERS: usize = 16;
 
 /// The raw driver's completion marker: the same OSC shape the server's shells print.
 const RAW_MARKER: &[u8] = b"\x1b]6973;rawbench;";
@@ -252,6 +257,38 @@ impl Drop for RawBash {
     }
 }
 
+/// The judge and the audit of `echo hello`, in-process (the server runs exactly these two
+/// calls around the command), with `TEMPORARY_HELPERS` files and another session's
+/// directory in the workspace.
+fn temporary_overhead(sb: &Sandbox) -> Samples {
+    use winx::temporary::{audit, ensure, policy};
+    let ws = sb.dir.path().join("temporary");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    let dir = ensure(&ws, "00112233aabbccdd").expect("temporary directory");
+    let other = ensure(&ws, "ffeeddccbbaa9988").expect("another session");
+    for i in 0..TEMPORARY_HELPERS {
+        std::fs::write(dir.join(format!("helper-{i}.py")), "x = 1\n").unwrap();
+    }
+    std::fs::write(other.join("h"), "y").unwrap();
+    let place = policy::Place {
+        workspace: &ws,
+        cwd: &ws,
+    };
+    let exists = |p: &Path| std::fs::symlink_metadata(p).ok().map(|m| m.is_dir());
+    let once = || {
+        let t = Instant::now();
+        assert!(policy::judge("echo hello", &place, &exists).is_none());
+        let a = audit::audit(&ws, "00112233aabbccdd", 0);
+        assert_eq!(a.session.files, TEMPORARY_HELPERS as u64);
+        t.elapsed()
+    };
+    for _ in 0..WARMUP_CALLS {
+        once();
+    }
+    Samples::new((0..CALLS).map(|_| once()).collect())
+}
+
 fn raw_pty_round_trips(sb: &Sandbox) -> Samples {
     let mut bash = RawBash::start(sb);
     for _ in 0..WARMUP_CALLS {
@@ -287,6 +324,7 @@ fn main() {
 
     // 2. The floor, same machine, same run.
     let raw = raw_pty_round_trips(&sb);
+    let temporary = temporary_overhead(&sb);
 
     // 3. A flooding PTY (daemon runtime, a session of its own).
     let mut client = Client::start(sb.server("daemon"));
@@ -297,6 +335,11 @@ fn main() {
     r.latency("bash.daemon", &daemon, Some(DAEMON_P50_MS));
     r.latency("bash.embedded", &embedded, Some(EMBEDDED_P50_MS));
     r.latency("baseline.raw_pty", &raw, None);
+    r.latency(
+        "temporary.judge_and_audit",
+        &temporary,
+        Some(TEMPORARY_OVERHEAD_MS),
+    );
     let ratio = |s: &Samples| s.pct(50.0) / raw.pct(50.0);
     r.add("bash.daemon.vs_raw.p50", ratio(&daemon), "x", None);
     r.add("bash.embedded.vs_raw.p50", ratio(&embedded), "x", None);

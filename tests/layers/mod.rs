@@ -21,7 +21,7 @@ pub const LAYERS: &[&[&str]] = &[
         "sandbox",
     ],
     &["wire", "jsonrpc", "shell", "codex"],
-    &["ipc", "store", "usage"],
+    &["ipc", "store", "usage", "temporary"],
     &["guardian"],
     &["runtime", "daemon"],
     &["session", "tasks", "history", "requests"],

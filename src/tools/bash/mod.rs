@@ -111,9 +111,14 @@ pub fn start(
     drop(inspecting);
     let running = ensured.snapshot.running.is_some();
     enforce_mode(&binding, &act, running)?;
+    if let Some(line) = shell_line(&binding, &act, running)? {
+        let cwd = &ensured.snapshot.cwd;
+        crate::tools::temporary::before_command(ctx, &binding, &pair, line, cwd)?;
+    }
     if let Action::Turn { wait, recognizer } = &act {
         let budget = Duration::from_millis(plan.timeout_ms);
-        let out = turn::run(ctx, &ensured.client, &pair, *wait, recognizer, budget)?;
+        let mut out = turn::run(ctx, &ensured.client, &pair, *wait, recognizer, budget)?;
+        crate::tools::temporary::after_action(ctx, &binding, &mut out);
         return Ok(Step::Done(out));
     }
     let wait = Wait {
@@ -164,6 +169,10 @@ pub fn start(
     if let (Action::Command { command, .. }, Response::Action(r)) = (&act, &resp) {
         record::admitted(ctx, &pair, &key, &ensured, command, r);
     }
+    let done = |mut out: ToolOutput| {
+        crate::tools::temporary::after_action(ctx, &binding, &mut out);
+        Ok(Step::Done(out))
+    };
     match resp {
         Response::Action(r) if promote && r.state.process_status == ProcessStatus::Running => Ok(
             Step::Running(task::Pending::new(key, pair, ensured.client, act.name(), r)),
@@ -174,19 +183,14 @@ pub fn start(
             if foreground && out.envelope.status == super::envelope::Status::Running {
                 turn::annotate(ctx, &ensured.client, &mut out);
             }
-            Ok(Step::Done(out))
+            done(out)
         }
         Response::Screen {
             text,
             rows,
             cols,
             secrets,
-        } => Ok(Step::Done(render::screen(
-            ctx,
-            text,
-            (rows, cols),
-            &secrets,
-        ))),
+        } => done(render::screen(ctx, text, (rows, cols), &secrets)),
         Response::Error(e) => Err(guardian_error(e, pair)),
         other => Err(ToolError::ShellUnavailable {
             detail: format!("unexpected guardian answer {other:?}"),
@@ -217,26 +221,37 @@ fn guardian_error(e: GuardianError, pair: SessionPair) -> ToolError {
     }
 }
 
-/// Apply the session mode to what would reach the shell as a command: a command action, or
-/// text submitted at an idle prompt.
+/// What would reach the shell as a command line: a command action, or text submitted at
+/// an idle prompt (raw keys there are refused in a restricted mode).
+fn shell_line<'a>(
+    binding: &Binding,
+    act: &'a Action,
+    running: bool,
+) -> Result<Option<&'a str>, ToolError> {
+    match act {
+        Action::Command { command, .. } => Ok(Some(command.as_str())),
+        Action::Input {
+            text_as_command: Some(t),
+            bg: None,
+            ..
+        } if !running => Ok(Some(t.as_str())),
+        Action::Input { bg: None, .. } if !running && !matches!(binding.mode, Mode::Wcgw) => {
+            Err(ToolError::CommandDenied {
+                reason: "raw keys at an idle prompt are not allowed in a restricted mode".into(),
+            })
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Apply the session mode to what would reach the shell as a command.
 pub(crate) fn enforce_mode(
     binding: &Binding,
     act: &Action,
     running: bool,
 ) -> Result<(), ToolError> {
-    let src = match act {
-        Action::Command { command, .. } => command.as_str(),
-        Action::Input {
-            text_as_command: Some(t),
-            bg: None,
-            ..
-        } if !running => t.as_str(),
-        Action::Input { bg: None, .. } if !running && !matches!(binding.mode, Mode::Wcgw) => {
-            return Err(ToolError::CommandDenied {
-                reason: "raw keys at an idle prompt are not allowed in a restricted mode".into(),
-            });
-        }
-        _ => return Ok(()),
+    let Some(src) = shell_line(binding, act, running)? else {
+        return Ok(());
     };
     let mode = match &binding.mode {
         Mode::Wcgw => cmdpolicy::Mode::Wcgw,

@@ -83,7 +83,11 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         deadline: Deadline::after("CodeMap walk", WALK_BUDGET),
         exclude: exclude.clone(),
     };
-    match operation {
+    // A map of a helper in `.winx/tmp` is charged to the session's helper budget and capped
+    // at 12 KiB; canonical maps are neither.
+    let helper =
+        crate::tools::temporary::charge_helper_map(ctx, &binding, &target.path, target.dir)?;
+    let out: Result<ToolOutput, ToolError> = match operation {
         "references" => {
             let name = valid_name(name)?;
             let root = if target.dir {
@@ -144,7 +148,12 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 }
             }
         }
+    };
+    let mut out = out?;
+    if let Some(used) = helper {
+        crate::tools::temporary::cap_helper_map(&mut out, used);
     }
+    Ok(out)
 }
 
 fn bad(detail: &str) -> ToolError {

@@ -72,6 +72,7 @@ fn run_once(
             background: false,
         };
         crate::tools::bash::enforce_mode(binding, &act, false)?;
+        crate::tools::temporary::before_verify(ctx, binding, &pair, &v.command)?;
     }
     let stored = |p: &std::path::Path| super::permits::load(ctx, &binding.thread_id, p);
     let ectx = EditContext {

@@ -129,7 +129,15 @@ pub fn apply_patch(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
 }
 
 pub fn edit_files(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let (a, binding) = bound(ctx, map, &["files", "operation"])?;
+    let (a, binding) = bound(ctx, map, &["files", "operation", "release_temporary"])?;
+    if let Some(spec) = map.get("release_temporary") {
+        if map.contains_key("files") || map.contains_key("operation") {
+            return Err(bad(
+                "release_temporary goes alone, without files or operation",
+            ));
+        }
+        return crate::tools::temporary::release::call(ctx, &binding, spec);
+    }
     if a.opt_enum("operation", &["apply", "undo"])? == Some("undo") {
         // Undo the latest edit (of the first named file, if any) through UndoEdit.
         let mut undo = Map::new();

@@ -157,6 +157,7 @@ pub fn verify_edit(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOu
         thread_id: binding.thread_id.clone(),
         workspace_root: binding.workspace_str(),
     };
+    crate::tools::temporary::before_verify(ctx, &binding, &pair, &v.command)?;
     let mut text = String::new();
     let mut env = Envelope::completed(ToolName::VerifyEdit, "VerifyEdit: check passed", json!({}));
     verify_after(ctx, &binding, &pair, &v, &mut text, &mut env);

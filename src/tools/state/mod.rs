@@ -15,6 +15,7 @@
 pub mod conflicts;
 pub mod flights;
 pub mod images;
+pub mod temporary;
 pub mod undo;
 
 use crate::files::coverage::Coverage;
@@ -51,6 +52,9 @@ pub struct SessionState {
     pub conflicts: Mutex<conflicts::Conflicts>,
     /// Fingerprints of images delivered (best effort: lost on eviction).
     pub images: Mutex<images::ImageCache>,
+    /// The managed temporary directory: last audit verdict, helper-map budget (lost on
+    /// eviction: the next command is audited first; the helper budget starts again).
+    pub temporary: Mutex<temporary::Temporary>,
 }
 
 /// The registry: at most `limit` sessions, least recently used evicted first.

@@ -1,0 +1,235 @@
+//! The audit after every Bash action: what the session's directory holds (bytes, files),
+//! what every session directory of the workspace holds, and the directory's generation.
+//!
+//! Cost: one `getdents` per directory and one `fstatat` per entry, nothing read. The walk
+//! is bounded (`MAX_ENTRIES` for the whole workspace, `MAX_DEPTH` levels); a walk cut
+//! short counts as over budget, since usage could not be established.
+
+use super::{DirProblem, dir_name, make_dir_at, open_dir_at, open_root};
+use nix::dir::Dir;
+use nix::fcntl::AtFlags;
+use nix::sys::stat::{FileStat, SFlag, fstatat, futimens};
+use nix::sys::time::TimeSpec;
+use sha2::{Digest, Sha256};
+use std::ffi::CString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Entries visited per audit, over every session directory of the workspace: 78 times
+/// the 128-file session budget, and ~10 ms of `fstatat` at worst.
+pub const MAX_ENTRIES: usize = 10_000;
+/// Directory levels below a session directory.
+pub const MAX_DEPTH: usize = 32;
+/// The session directory's mtime is the session's lease (see `prune`); it is renewed when
+/// older than this, so a busy session costs one `futimens` a minute, not one per action.
+const LEASE_RENEW_MS: i64 = 60_000;
+
+/// Bytes and files under one directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Apparent sizes of everything that is not a directory.
+    pub bytes: u64,
+    /// Everything that is not a directory (regular files, symlinks, FIFOs…).
+    pub files: u64,
+    /// The walk stopped at a bound before it saw everything.
+    pub truncated: bool,
+}
+
+/// One audit of a session's directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Audit {
+    pub dir: PathBuf,
+    pub session: Usage,
+    /// Every `session-*` directory of the workspace, this one included.
+    pub workspace_bytes: u64,
+    /// 16 hex digits over every entry's path, type, size, mtime and inode: any change
+    /// below the directory gives another generation (`release_temporary` checks it).
+    pub generation: String,
+    /// The directory could not be measured (replaced by a symlink, unreadable).
+    pub problem: Option<DirProblem>,
+    /// The directory was missing (removed by the agent) and was made again.
+    pub recreated: bool,
+    /// The directory does not exist and cannot be made (a read-only or foreign
+    /// workspace): nothing can be in it, so this blocks nothing.
+    pub unavailable: Option<String>,
+}
+
+impl Audit {
+    /// Over a budget, or usage unknown: ordinary commands wait until this is false.
+    pub fn over_budget(&self) -> bool {
+        self.problem.is_some()
+            || self.session.truncated
+            || self.session.bytes > super::SESSION_BYTES
+            || self.session.files > super::SESSION_FILES
+            || self.workspace_bytes > super::WORKSPACE_BYTES
+    }
+}
+
+/// Audit the directory of session `key` in `workspace`; `now_ms` renews its lease.
+pub fn audit(workspace: &Path, key: &str, now_ms: i64) -> Audit {
+    let mut a = Audit {
+        dir: super::session_dir(workspace, key),
+        session: Usage::default(),
+        workspace_bytes: 0,
+        generation: String::new(),
+        problem: None,
+        recreated: false,
+        unavailable: None,
+    };
+    let root = match open_root(workspace) {
+        Ok(fd) => fd,
+        Err(DirProblem::Missing) => {
+            // Removed whole (`rm -rf .winx`): made again, empty.
+            match super::ensure(workspace, key) {
+                Ok(_) => a.recreated = true,
+                Err(DirProblem::Io(e)) => a.unavailable = Some(e),
+                Err(p) => a.problem = Some(p),
+            }
+            a.generation = empty_generation();
+            return a;
+        }
+        Err(p) => {
+            a.problem = Some(p);
+            return a;
+        }
+    };
+    let own = dir_name(key);
+    let mut seen = 0usize;
+    let mut hash = Sha256::new();
+    match open_dir_at(&root, own.as_str()) {
+        Ok(fd) => {
+            renew_lease(&fd, now_ms);
+            walk(fd, "", 0, &mut a.session, &mut seen, Some(&mut hash));
+        }
+        Err(DirProblem::Missing) => match make_dir_at(&root, own.as_str()) {
+            Ok(_) => a.recreated = true,
+            Err(DirProblem::Io(e)) => a.unavailable = Some(e),
+            Err(p) => a.problem = Some(p),
+        },
+        Err(p) => a.problem = Some(p),
+    }
+    a.generation = hex8(hash);
+    a.workspace_bytes = a.session.bytes;
+    for name in session_names(&root) {
+        if name.to_bytes() == own.as_bytes() {
+            continue;
+        }
+        let Ok(fd) = open_dir_at(&root, name.as_c_str()) else {
+            continue;
+        };
+        let mut other = Usage::default();
+        walk(fd, "", 0, &mut other, &mut seen, None);
+        a.workspace_bytes = a.workspace_bytes.saturating_add(other.bytes);
+        // Other sessions' usage beyond the bound is unknown: the workspace total is then
+        // a lower bound, and unknown counts as over.
+        a.session.truncated |= other.truncated;
+    }
+    a
+}
+
+fn hex8(hash: Sha256) -> String {
+    hash.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The generation of an empty directory.
+pub fn empty_generation() -> String {
+    hex8(Sha256::new())
+}
+
+/// The `session-*` entries of `.winx/tmp`, unsorted.
+pub(crate) fn session_names(root: &OwnedFd) -> Vec<CString> {
+    let Ok(fd) = root.try_clone() else {
+        return Vec::new();
+    };
+    let Ok(mut dir) = Dir::from_fd(fd) else {
+        return Vec::new();
+    };
+    dir.iter()
+        .flatten()
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.to_bytes().starts_with(b"session-"))
+        .collect()
+}
+
+/// The mtime of `st` in ms since the epoch.
+pub(crate) fn mtime_ms(st: &FileStat) -> i64 {
+    st.st_mtime * 1000 + st.st_mtime_nsec / 1_000_000
+}
+
+fn renew_lease(dir: &OwnedFd, now_ms: i64) {
+    let Ok(st) = nix::sys::stat::fstat(dir) else {
+        return;
+    };
+    if now_ms - mtime_ms(&st) > LEASE_RENEW_MS {
+        let now = TimeSpec::UTIME_NOW;
+        let _ = futimens(dir, &now, &now);
+    }
+}
+
+/// Add what `fd` holds to `usage`, counting entries in `seen` (bounded by `MAX_ENTRIES`);
+/// `hash` feeds the generation (own directory only; entries are hashed in byte order of
+/// their names, so the result is stable).
+fn walk(
+    fd: OwnedFd,
+    prefix: &str,
+    depth: usize,
+    usage: &mut Usage,
+    seen: &mut usize,
+    mut hash: Option<&mut Sha256>,
+) {
+    if depth > MAX_DEPTH {
+        usage.truncated = true;
+        return;
+    }
+    let Ok(mut dir) = Dir::from_fd(fd) else {
+        return;
+    };
+    let mut names: Vec<CString> = Vec::new();
+    for e in dir.iter().flatten() {
+        let n = e.file_name();
+        if matches!(n.to_bytes(), b"." | b"..") {
+            continue;
+        }
+        *seen += 1;
+        if *seen > MAX_ENTRIES {
+            usage.truncated = true;
+            break;
+        }
+        names.push(n.to_owned());
+    }
+    if hash.is_some() {
+        names.sort_unstable();
+    }
+    for name in names {
+        let Ok(st) = fstatat(dir.as_fd(), name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        let rel = format!("{prefix}{}", name.to_string_lossy());
+        if let Some(h) = hash.as_deref_mut() {
+            h.update(rel.as_bytes());
+            h.update([0u8]);
+            for n in [
+                fmt.bits() as i64,
+                st.st_size,
+                st.st_mtime,
+                st.st_mtime_nsec,
+                st.st_ino as i64,
+            ] {
+                h.update(n.to_le_bytes());
+            }
+        }
+        if fmt == SFlag::S_IFDIR {
+            if let Ok(sub) = open_dir_at(dir.as_fd(), name.as_c_str()) {
+                let rel = format!("{rel}/");
+                walk(sub, &rel, depth + 1, usage, seen, hash.as_deref_mut());
+            }
+        } else {
+            usage.files += 1;
+            usage.bytes = usage.bytes.saturating_add(st.st_size.max(0) as u64);
+        }
+    }
+}

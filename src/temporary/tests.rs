@@ -1,0 +1,242 @@
+use super::audit::audit;
+use super::policy::{Place, Rule, judge, only_inspects_or_removes, scratch_name};
+use super::*;
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+
+const KEY: &str = "00112233aabbccdd";
+
+fn ws() -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().canonicalize().unwrap();
+    (t, p)
+}
+
+#[test]
+fn ensure_creates_a_private_directory_and_a_gitignore() {
+    let (_t, ws) = ws();
+    let dir = ensure(&ws, KEY).unwrap();
+    assert_eq!(dir, ws.join(".winx/tmp/session-00112233aabbccdd"));
+    assert_eq!(
+        fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert!(
+        fs::read_to_string(ws.join(".winx/.gitignore"))
+            .unwrap()
+            .contains('*')
+    );
+    // Idempotent.
+    assert_eq!(ensure(&ws, KEY).unwrap(), dir);
+}
+
+#[test]
+fn a_symlink_on_the_way_is_refused_never_followed() {
+    let (_t, ws) = ws();
+    let elsewhere = tempfile::tempdir().unwrap();
+    symlink(elsewhere.path(), ws.join(".winx")).unwrap();
+    assert!(matches!(
+        ensure(&ws, KEY),
+        Err(DirProblem::NotADirectory(_))
+    ));
+    assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    let a = audit(&ws, KEY, 0);
+    assert!(a.problem.is_some() && a.over_budget());
+}
+
+#[test]
+fn audit_counts_bytes_files_and_changes_generation() {
+    let (_t, ws) = ws();
+    let dir = ensure(&ws, KEY).unwrap();
+    let empty = audit(&ws, KEY, 0);
+    assert_eq!((empty.session.bytes, empty.session.files), (0, 0));
+    assert!(!empty.over_budget());
+    fs::create_dir(dir.join("sub")).unwrap();
+    fs::write(dir.join("sub/a.txt"), "hello").unwrap();
+    fs::write(dir.join("b"), "xy").unwrap();
+    let a = audit(&ws, KEY, 0);
+    assert_eq!((a.session.bytes, a.session.files), (7, 2));
+    assert_ne!(a.generation, empty.generation);
+    assert_eq!(audit(&ws, KEY, 0).generation, a.generation);
+    // Another session's bytes count for the workspace only.
+    let other = ensure(&ws, "ffff").unwrap();
+    fs::write(other.join("c"), "123").unwrap();
+    let a = audit(&ws, KEY, 0);
+    assert_eq!((a.session.bytes, a.workspace_bytes), (7, 10));
+    // Over the file budget.
+    for i in 0..SESSION_FILES {
+        fs::write(dir.join(format!("f{i}")), "").unwrap();
+    }
+    assert!(audit(&ws, KEY, 0).over_budget());
+}
+
+#[test]
+fn a_workspace_that_cannot_hold_the_directory_blocks_nothing() {
+    let (_t, ws) = ws();
+    fs::set_permissions(&ws, fs::Permissions::from_mode(0o500)).unwrap();
+    let a = audit(&ws, KEY, 0);
+    fs::set_permissions(&ws, fs::Permissions::from_mode(0o700)).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        return; // root writes anyway
+    }
+    assert!(a.unavailable.is_some() && !a.over_budget(), "{a:?}");
+}
+
+#[test]
+fn a_removed_directory_is_made_again() {
+    let (_t, ws) = ws();
+    let dir = ensure(&ws, KEY).unwrap();
+    fs::remove_dir(&dir).unwrap();
+    let a = audit(&ws, KEY, 0);
+    assert!(a.recreated && dir.is_dir() && !a.over_budget());
+}
+
+#[test]
+fn prune_removes_only_stale_sessions_of_others() {
+    let (_t, ws) = ws();
+    let own = ensure(&ws, KEY).unwrap();
+    let stale = ensure(&ws, "aaaa").unwrap();
+    fs::create_dir(stale.join("d")).unwrap();
+    fs::write(stale.join("d/f"), "x").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("keep"), "x").unwrap();
+    symlink(outside.path(), stale.join("link")).unwrap();
+    let now = crate::deadline::unix_ms();
+    assert_eq!(prune::prune(&ws, KEY, now).sessions, Vec::<String>::new());
+    let later = now + STALE_AFTER_MS + 60_000;
+    let p = prune::prune(&ws, KEY, later);
+    assert_eq!(p.sessions, vec!["session-aaaa".to_string()]);
+    assert!(!stale.exists() && own.exists());
+    assert!(
+        outside.path().join("keep").exists(),
+        "links are never followed"
+    );
+}
+
+#[test]
+fn release_checks_revision_and_refuses_links() {
+    let (_t, ws) = ws();
+    let dir = ensure(&ws, KEY).unwrap();
+    fs::write(dir.join("h.txt"), "abc").unwrap();
+    let rev = |b: &[u8]| format!("len{}", b.len());
+    let h = dir.join("h.txt");
+    let parts = release::relative_below(&dir, &h).unwrap();
+    assert!(matches!(
+        release::release(&ws, KEY, &parts, "len9", rev),
+        Err(release::Kept::RevisionChanged { .. })
+    ));
+    release::release(&ws, KEY, &parts, "len3", rev).unwrap();
+    assert!(!dir.join("h.txt").exists());
+    symlink("/etc/hostname", dir.join("l")).unwrap();
+    let l = dir.join("l");
+    let parts = release::relative_below(&dir, &l).unwrap();
+    assert_eq!(
+        release::release(&ws, KEY, &parts, "x", rev),
+        Err(release::Kept::Symlink)
+    );
+    assert!(release::relative_below(&dir, &ws.join("x")).is_none());
+    assert!(release::relative_below(&dir, &dir).is_none());
+}
+
+fn refused(src: &str, ws: &Path) -> Option<Rule> {
+    let at = Place {
+        workspace: ws,
+        cwd: ws,
+    };
+    let exists = |p: &Path| fs::symlink_metadata(p).ok().map(|m| m.is_dir());
+    judge(src, &at, &exists).map(|b| b.rule)
+}
+
+#[test]
+fn bypassing_writes_are_refused() {
+    let (_t, ws) = ws();
+    for (src, rule) in [
+        ("echo x > /tmp/x.py", Rule::SystemTemp),
+        (
+            "cat <<EOF > /var/tmp/helper.sh\necho\nEOF",
+            Rule::SystemTemp,
+        ),
+        ("make 2>&1 | tee /tmp/build.log", Rule::SystemTemp),
+        ("cp src/a.rs /tmp/", Rule::SystemTemp),
+        ("cp src/a.rs /tmp", Rule::SystemTemp),
+        ("mv x -t /dev/shm", Rule::SystemTemp),
+        ("touch scratch.txt", Rule::ProjectRootScratch),
+        ("python3 t.py > debug.log 2>&1", Rule::ProjectRootScratch),
+        ("echo > .winx_tmp", Rule::ProjectRootScratch),
+        ("sort a > out.txt", Rule::ProjectRootScratch),
+        ("cd /x && echo > /tmp/a", Rule::SystemTemp),
+    ] {
+        assert_eq!(refused(src, &ws), Some(rule), "{src}");
+    }
+}
+
+#[test]
+fn ordinary_commands_are_not_refused() {
+    let (_t, ws) = ws();
+    fs::write(ws.join("build.log"), "").unwrap();
+    fs::create_dir(ws.join("src")).unwrap();
+    for src in [
+        "cargo build",
+        "git status",
+        "echo hi > $WINX_TEMP_DIR/x",
+        "echo hi > \"$WINX_TEMP_DIR/x\"",
+        "ls > /dev/null 2>&1",
+        "make test 2>&1 | tee $WINX_TEMP_DIR/log",
+        "sed -i s/a/b/ README.md",
+        "echo more >> build.log",
+        "echo x > src/tmp.rs",
+        "cp a.rs src/",
+        "echo x > notes.md",
+        "touch -d yesterday README.md",
+        "cd sub && echo > tmp.txt",
+        "echo 'unclosed",
+        "cat /tmp/x.log",
+    ] {
+        assert_eq!(refused(src, &ws), None, "{src}");
+    }
+}
+
+#[test]
+fn scratch_names() {
+    for n in [
+        "tmp.py",
+        "TEMP",
+        "scratch_1.sh",
+        "debug.txt",
+        "x.log",
+        "a.tmp",
+        ".winx-a",
+    ] {
+        assert!(scratch_name(n), "{n}");
+    }
+    for n in [
+        "Makefile",
+        "setup.py",
+        "output_format.rs",
+        "README.md",
+        ".log",
+    ] {
+        assert!(!scratch_name(n), "{n}");
+    }
+}
+
+#[test]
+fn recovery_commands() {
+    for src in [
+        "ls -la $WINX_TEMP_DIR",
+        "du -sh x",
+        "rm -rf $WINX_TEMP_DIR/big",
+        "find . -name x -delete",
+    ] {
+        assert!(only_inspects_or_removes(src), "{src}");
+    }
+    for src in [
+        "cargo build",
+        "find . -exec rm {} +",
+        "ls > x",
+        "sudo rm x",
+        "echo 'x",
+    ] {
+        assert!(!only_inspects_or_removes(src), "{src}");
+    }
+}
