@@ -98,7 +98,30 @@ pub fn facts(
         }
         _ => {}
     }
+    temporary(&mut f.facts, data);
     f
+}
+
+/// A measured temporary-directory audit in the result (`data.temporary`): its counts and
+/// verdict, marked `temporary_usage_schema=1`. Anything missing or of the wrong type is
+/// left out, never made zero; an unmeasured directory (`unavailable`) adds nothing.
+fn temporary(x: &mut Facts, data: &Value) {
+    let Some(t) = data.get("temporary").and_then(Value::as_object) else {
+        return;
+    };
+    if t.contains_key("unavailable") {
+        return;
+    }
+    let bytes = t.get("bytes").and_then(Value::as_u64);
+    let files = t.get("files").and_then(Value::as_u64);
+    let over = t.get("over_budget").and_then(Value::as_bool);
+    if bytes.is_none() && files.is_none() && over.is_none() {
+        return;
+    }
+    x.temporary_usage_schema = Some(1);
+    x.temporary_bytes = bytes;
+    x.temporary_files = files;
+    x.temporary_over_budget = over;
 }
 
 fn initialize(f: &mut CallFacts, args: &Map<String, Value>, out: &ToolOutput) {
@@ -417,5 +440,39 @@ mod tests {
             4,
         );
         assert_eq!((f.action, f.facts.backend), (Some("wait"), None));
+    }
+
+    #[test]
+    fn temporary_facts_are_measured_values_only() {
+        let args = map(json!({"action_json": {"command": "echo hi"}}));
+        let data = json!({"temporary": {"dir": "/x/CANARY", "bytes": 0, "files": 0,
+            "over_budget": false, "generation": "CANARY"}});
+        let f = facts(
+            ToolName::BashCommand,
+            &args,
+            &out(ToolName::BashCommand, data, ""),
+            4,
+        );
+        assert_eq!(f.facts.temporary_usage_schema, Some(1));
+        assert_eq!(f.facts.temporary_bytes, Some(0));
+        assert_eq!(f.facts.temporary_over_budget, Some(false));
+        let text = serde_json::to_string(&f.facts).unwrap();
+        assert!(!text.contains("CANARY"), "{text}");
+        let data = json!({"temporary": {"unavailable": "read-only", "bytes": 0}});
+        let f = facts(
+            ToolName::BashCommand,
+            &args,
+            &out(ToolName::BashCommand, data, ""),
+            4,
+        );
+        assert_eq!(f.facts.temporary_usage_schema, None);
+        let data = json!({"temporary": {"bytes": "many"}});
+        let f = facts(
+            ToolName::BashCommand,
+            &args,
+            &out(ToolName::BashCommand, data, ""),
+            4,
+        );
+        assert_eq!(f.facts.temporary_usage_schema, None);
     }
 }

@@ -182,6 +182,15 @@ pub struct Facts {
     /// A return-final admission's receipt class.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_class: Option<&'static str>,
+    // The managed temporary directory, as measured by this call's audit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_usage_schema: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_files: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_over_budget: Option<bool>,
     // Edits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edit_committed: Option<bool>,
