@@ -231,6 +231,22 @@ fn python_sdk_orchestrates_builds_through_the_execution_history() {
     assert!(run.status.success());
 }
 
+/// Issue 17's "done when": an agent on the Python SDK finds a function in an unfamiliar
+/// repository (a copy of Python's `json` package) with `CodeMap` and reads only its lines.
+#[test]
+fn python_sdk_finds_a_function_with_codemap_and_reads_only_it() {
+    let run = run_named("sdk_codemap.py", "auto");
+    let r = report("codemap", &run);
+    assert_eq!(
+        r["ok"],
+        true,
+        "codemap scenario failed: {}\nstderr:\n{}",
+        serde_json::to_string_pretty(&r).unwrap(),
+        run.stderr
+    );
+    assert!(run.status.success());
+}
+
 /// Issue 14's "done when": an orchestrator on the Python SDK runs the fake Codex in a
 /// session, prompts it exactly once, re-reads the receipt after a server restart, waits
 /// for it to be idle again and gets recovery advice for `claude --resume <uuid>`.
