@@ -207,7 +207,7 @@ fn target_dir(cmd: &SimpleCommand) -> Option<(String, bool)> {
 }
 
 /// `p` with `.` and `..` resolved lexically (no file system access).
-fn clean(p: &Path) -> PathBuf {
+pub fn clean(p: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for c in p.components() {
         match c {

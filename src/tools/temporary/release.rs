@@ -34,7 +34,7 @@ use crate::tools::error_code::ErrorCode;
 use crate::tools::name::ToolName;
 use crate::wire::guardian::Snapshot;
 use serde_json::{Map, Value, json};
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 
 /// Helpers per call: a batch, not a sweep (`rm` in the shell removes many).
 pub const MAX_FILES: usize = 32;
@@ -67,26 +67,15 @@ fn parse(b: &Binding, spec: &Value) -> Result<(String, Vec<Item>), ToolError> {
         let fa = Args::strict(m, &["path", "revision"])?;
         let raw = fa.req_str("path")?.to_string();
         items.push(Item {
-            path: clean(&crate::tools::files::absolute(&b.workspace_root, &raw)),
+            path: crate::temporary::policy::clean(&crate::tools::files::absolute(
+                &b.workspace_root,
+                &raw,
+            )),
             raw,
             revision: fa.req_str("revision")?.to_string(),
         });
     }
     Ok((generation, items))
-}
-
-fn clean(p: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(s) => out.push(s),
-            _ => {}
-        }
-    }
-    out
 }
 
 pub fn call(ctx: &ToolContext, b: &Binding, spec: &Value) -> Result<ToolOutput, ToolError> {
