@@ -12,6 +12,7 @@
 
 pub mod child;
 pub mod host;
+pub mod host_loop;
 
 use crate::store::app_server_targets::AppServerTarget;
 use crate::wire::codex::{AdmitOutcome, CodexTarget};
@@ -23,7 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// How long a client waits for the host's answer (the host answers an admission once
-/// the app-server answered `turn/start`, bounded by `host::TURN_START_WAIT`).
+/// the app-server answered `turn/start`, bounded by `host_loop::TURN_START_WAIT`).
 pub const CLIENT_WAIT: Duration = Duration::from_secs(20);
 /// Longest message line on the socket.
 pub const MAX_MSG: u64 = 256 * 1024;
