@@ -47,13 +47,7 @@ enum Answer {
     /// Definitively nothing written.
     Refused(Class, String),
     /// It answered (the target as checked; an app-server's provider turn).
-    Reply(
-        AdmitOutcome,
-        String,
-        Option<CodexTarget>,
-        Option<String>,
-        Handoff,
-    ),
+    Reply(AdmitOutcome, String, Box<Written>),
     /// The request left, its answer was lost: may have been written.
     Lost(String),
 }
@@ -222,15 +216,7 @@ pub fn admit(store: &Store, a: &Admission, located: Option<&Located>, exe: &Path
             };
             return written(store, a, &base, loc, t, Err(d), exe);
         }
-        Answer::Reply(o, d, target, provider_turn, handoff) => (
-            o,
-            d,
-            Written {
-                target,
-                provider_turn,
-                handoff,
-            },
-        ),
+        Answer::Reply(o, d, w) => (o, d, *w),
     };
     match outcome {
         AdmitOutcome::Written => written(store, a, &base, loc, w, Ok(detail), exe),
@@ -253,7 +239,12 @@ fn ask_guardian(loc: &Located, a: &Admission) -> Answer {
     };
     match GuardianClient::new(&loc.socket).try_call(&Request::CodexAdmit(ask), Duration::ZERO) {
         Ok(Response::CodexAdmitted(r)) => {
-            Answer::Reply(r.outcome, r.detail, r.target, None, Handoff::Observer)
+            let w = Written {
+                target: r.target,
+                provider_turn: None,
+                handoff: Handoff::Observer,
+            };
+            Answer::Reply(r.outcome, r.detail, Box::new(w))
         }
         Ok(other) => Answer::Refused(
             Class::Unsupported,
@@ -289,19 +280,16 @@ fn ask_host(loc: &Located, a: &Admission) -> Answer {
             let mut t = loc.target.clone();
             t.cursor = r.armed_cursor;
             t.baseline_turn = r.baseline_turn.clone();
-            Answer::Reply(
-                r.outcome,
-                r.detail,
-                Some(t),
-                r.provider_turn,
-                Handoff::Host(conn),
-            )
+            let w = Written {
+                target: Some(t),
+                provider_turn: r.provider_turn,
+                handoff: Handoff::Host(conn),
+            };
+            Answer::Reply(r.outcome, r.detail, Box::new(w))
         }
     }
 }
 
-/// The prompt was (`Ok`) or may have been (`Err`) written: store it, and arm the
-/// observer of a return-final request.
 /// What the target's process said about a (possibly) written prompt.
 struct Written {
     target: Option<CodexTarget>,
@@ -309,6 +297,8 @@ struct Written {
     handoff: Handoff,
 }
 
+/// The prompt was (`Ok`) or may have been (`Err`) written: store it, and hand a
+/// return-final request to whoever follows it (an observer, or the app-server host).
 fn written(
     store: &Store,
     a: &Admission,
