@@ -213,6 +213,27 @@ fn a_return_final_request_gets_its_turns_final_once() {
     assert_eq!(r["receipt_class"], "accepted", "{r}");
     assert_eq!(r["reply_pending"], false);
     assert_eq!(app.lines(), ["complete phases 2 and 3", "one-way"]);
+    // `send` by display name, as for PTY agents.
+    let agent = app.agent_in("idle");
+    let name = agent["display_name"].as_str().unwrap();
+    assert_eq!(
+        name,
+        format!("app-server/{}", agent["thread_id"].as_str().unwrap())
+    );
+    let (r, code) = app.agent(&[
+        "send",
+        name,
+        "by name",
+        "--return-final",
+        "--request-id",
+        R3,
+    ]);
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("accepted"), 0),
+        "{r}"
+    );
+    assert_eq!(app.event(R3)["final_message"], "final: by name");
 }
 
 /// Each misbehaviour of the bound turn ends as its own terminal state, never as another
