@@ -6,6 +6,7 @@
 //! offset; nothing is inferred from elapsed time, and a line that is not understood is
 //! skipped (counted), never guessed at.
 
+pub mod app_server;
 pub mod procfs;
 pub mod rollout;
 pub mod turns;

@@ -37,6 +37,20 @@ pub enum AgentCommand {
         after: i64,
         once: bool,
     },
+    /// Start a managed Codex app-server target (a detached host process).
+    AppServerStart {
+        cwd: Option<String>,
+        /// The app-server command; empty: `codex app-server`.
+        command: Vec<String>,
+    },
+    /// Internal: the detached app-server host (started by `app-server start`).
+    AppServerHost {
+        principal: String,
+        state_dir: String,
+        runtime_dir: String,
+        cwd: String,
+        command: Vec<String>,
+    },
     /// Internal: the detached request observer (started by an admission).
     Observe {
         principal: String,
@@ -48,7 +62,8 @@ pub enum AgentCommand {
 const USAGE: &str = "agent capabilities | catalog | send TARGET MESSAGE [--return-final] \
 [--request-id UUID] [--final-timeout-ms N] | admit TARGET --incarnation INC --request-id ID \
 [--return-final] [--final-timeout-ms N] [--exact-agent-id] MESSAGE | request get ID | \
-request cancel ID | request watch [--after N] [--once]";
+request cancel ID | request watch [--after N] [--once] | app-server start [--cwd DIR] \
+[--command PROG ARGS…]";
 
 pub fn parse(rest: Vec<OsString>) -> Result<AgentCommand, UsageError> {
     let mut p = lexopt::Parser::from_args(rest);
@@ -57,6 +72,7 @@ pub fn parse(rest: Vec<OsString>) -> Result<AgentCommand, UsageError> {
     let (mut after, mut once) = (0i64, false);
     let mut principal = None;
     let mut state_dir = None;
+    let (mut runtime_dir, mut cwd, mut command) = (None, None, Vec::new());
     while let Some(arg) = p.next().map_err(usage)? {
         let sub = pos.first().map(String::as_str).unwrap_or("");
         let text = |v: OsString| super::usage::string(v);
@@ -90,11 +106,24 @@ pub fn parse(rest: Vec<OsString>) -> Result<AgentCommand, UsageError> {
                     })?;
             }
             Long("once") if sub == "request" => once = true,
-            Long("principal") if sub == "observe" => {
+            Long("principal") if matches!(sub, "observe" | "app-server") => {
                 principal = Some(text(p.value().map_err(usage)?)?)
             }
-            Long("state-dir") if sub == "observe" => {
+            Long("state-dir") if matches!(sub, "observe" | "app-server") => {
                 state_dir = Some(text(p.value().map_err(usage)?)?)
+            }
+            Long("runtime-dir") if sub == "app-server" => {
+                runtime_dir = Some(text(p.value().map_err(usage)?)?)
+            }
+            Long("cwd") if sub == "app-server" => cwd = Some(text(p.value().map_err(usage)?)?),
+            Long("command") if sub == "app-server" => {
+                // Everything after --command is the app-server's command line.
+                for v in p.raw_args().map_err(usage)? {
+                    command.push(text(v)?);
+                }
+                if command.is_empty() {
+                    return Err(usage("--command needs a program"));
+                }
             }
             Value(v) => pos.push(text(v)?),
             other => {
@@ -127,6 +156,26 @@ pub fn parse(rest: Vec<OsString>) -> Result<AgentCommand, UsageError> {
         ["request", "get", id] => AgentCommand::RequestGet { id: id.to_string() },
         ["request", "cancel", id] => AgentCommand::RequestCancel { id: id.to_string() },
         ["request", "watch"] => AgentCommand::RequestWatch { after, once },
+        ["app-server", "start"] => AgentCommand::AppServerStart { cwd, command },
+        ["app-server", "host"] => match (principal, state_dir, runtime_dir, cwd) {
+            (Some(principal), Some(state_dir), Some(runtime_dir), Some(cwd))
+                if !command.is_empty() =>
+            {
+                AgentCommand::AppServerHost {
+                    principal,
+                    state_dir,
+                    runtime_dir,
+                    cwd,
+                    command,
+                }
+            }
+            _ => {
+                return Err(usage(
+                    "agent app-server host requires --principal, --state-dir, --runtime-dir, \
+                     --cwd and --command",
+                ));
+            }
+        },
         ["observe"] => match (principal, a.request_id) {
             (Some(principal), Some(request_id)) => AgentCommand::Observe {
                 principal,
@@ -183,5 +232,23 @@ mod tests {
         assert!(p(&["catalog", "--once"]).is_err());
         assert!(p(&[]).is_err());
         assert!(p(&["send", "only-target"]).is_err());
+        assert_eq!(
+            p(&[
+                "app-server",
+                "start",
+                "--cwd",
+                "/w",
+                "--command",
+                "fake",
+                "--flag",
+                "x"
+            ]),
+            Ok(AgentCommand::AppServerStart {
+                cwd: Some("/w".into()),
+                command: vec!["fake".into(), "--flag".into(), "x".into()]
+            })
+        );
+        assert!(p(&["app-server", "start", "--command"]).is_err());
+        assert!(p(&["app-server", "host", "--cwd", "/w"]).is_err());
     }
 }

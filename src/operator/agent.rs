@@ -7,7 +7,8 @@ use crate::config::Config;
 use crate::config::agentcli::{AgentCommand, SendArgs};
 use crate::deadline::{Deadline, unix_ms};
 use crate::ipc::GuardianClient;
-use crate::requests::admit::{Admission, Located, admit};
+use crate::requests::admit::{Admission, Located, Via, admit};
+use crate::requests::app_server::host::HostArgs;
 use crate::requests::follow::Watcher;
 use crate::requests::view::{agent_json, display_name, event_json, request_json};
 use crate::requests::{self, reconcile};
@@ -40,7 +41,8 @@ pub fn main(cmd: AgentCommand, config: &Config) -> Result<ExitCode, OpError> {
             ok
         }
         AgentCommand::Catalog => {
-            let all = catalog(config)?;
+            let store = open_store(config)?;
+            let all = catalog(config, &store)?;
             line(&Value::Array(all.iter().map(agent_json).collect()));
             ok
         }
@@ -49,6 +51,24 @@ pub fn main(cmd: AgentCommand, config: &Config) -> Result<ExitCode, OpError> {
         AgentCommand::RequestGet { id } => get(config, &id),
         AgentCommand::RequestCancel { id } => cancel(config, &id),
         AgentCommand::RequestWatch { after, once } => watch(config, after, once),
+        AgentCommand::AppServerStart { cwd, command } => app_server_start(config, cwd, command),
+        AgentCommand::AppServerHost {
+            principal,
+            state_dir,
+            runtime_dir,
+            cwd,
+            command,
+        } => {
+            let args = HostArgs {
+                state_dir: state_dir.into(),
+                runtime_dir: runtime_dir.into(),
+                principal,
+                cwd: cwd.into(),
+                command,
+            };
+            requests::app_server::host::run(&args, std::io::stdout()).map_err(OpError)?;
+            ok
+        }
         AgentCommand::Observe {
             principal,
             request_id,
@@ -64,8 +84,23 @@ pub fn main(cmd: AgentCommand, config: &Config) -> Result<ExitCode, OpError> {
     }
 }
 
+/// Every Codex agent in the live sessions of winxd, then the principal's managed
+/// app-server targets. A winxd that cannot be reached contributes none (an error only
+/// when there are no managed targets either).
+fn catalog(config: &Config, store: &Store) -> Result<Vec<Located>, OpError> {
+    let managed = requests::managed::located(store, &config.principal);
+    match in_sessions(config) {
+        Ok(mut out) => {
+            out.extend(managed);
+            Ok(out)
+        }
+        Err(_) if !managed.is_empty() => Ok(managed),
+        Err(e) => Err(e),
+    }
+}
+
 /// Every Codex agent in the live sessions of winxd.
-fn catalog(config: &Config) -> Result<Vec<Located>, OpError> {
+fn in_sessions(config: &Config) -> Result<Vec<Located>, OpError> {
     let mut out = Vec::new();
     for s in sessions(config)? {
         let socket = crate::ipc::guardian_socket(&config.runtime.runtime_dir, &s.key);
@@ -79,6 +114,7 @@ fn catalog(config: &Config) -> Result<Vec<Located>, OpError> {
                     target,
                     socket: socket.clone(),
                     thread_id: s.snapshot.labels.thread_id.clone(),
+                    via: Via::Guardian,
                 });
             }
         }
@@ -89,7 +125,8 @@ fn catalog(config: &Config) -> Result<Vec<Located>, OpError> {
 fn send(config: &Config, a: SendArgs, authoritative: bool) -> Result<ExitCode, OpError> {
     let store = open_store(config)?;
     // A daemon that cannot be reached lists no agents: the receipt says unavailable.
-    let all = catalog(config).unwrap_or_default();
+    let mut all = in_sessions(config).unwrap_or_default();
+    all.extend(requests::managed::located(&store, &config.principal));
     let found = all.into_iter().find(|l| {
         l.target.agent_id == a.target || (!a.exact_agent_id && display_name(l) == a.target)
     });
@@ -124,7 +161,9 @@ fn send(config: &Config, a: SendArgs, authoritative: bool) -> Result<ExitCode, O
     if !authoritative && receipt.prompt_written == Some(true) && !a.return_final {
         // `send` waits briefly for the observer to see the prompt arrive.
         if let Some(l) = found.as_ref() {
-            v["acknowledged"] = json!(acknowledged(l));
+            // An app-server acknowledges by answering turn/start (the receipt says so).
+            let ack = matches!(l.via, Via::AppServer { .. }) || acknowledged(l);
+            v["acknowledged"] = json!(ack);
         }
     }
     line(&v);
@@ -169,6 +208,67 @@ fn acknowledged(l: &Located) -> bool {
             return false;
         }
     }
+}
+
+/// Start a managed app-server target: a detached host (its own process group) that
+/// prints the target once its app-server answered the handshake; print that line.
+fn app_server_start(
+    config: &Config,
+    cwd: Option<String>,
+    command: Vec<String>,
+) -> Result<ExitCode, OpError> {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| OpError(format!("own executable: {e}")))?;
+    let cwd = match cwd {
+        Some(c) => std::path::PathBuf::from(c),
+        None => std::env::current_dir().map_err(|e| OpError(format!("cwd: {e}")))?,
+    };
+    let cwd = cwd
+        .canonicalize()
+        .map_err(|e| OpError(format!("--cwd {}: {e}", cwd.display())))?;
+    let command = match command.is_empty() {
+        true => vec!["codex".to_string(), "app-server".to_string()],
+        false => command,
+    };
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "agent",
+            "app-server",
+            "host",
+            "--principal",
+            &config.principal,
+        ])
+        .arg("--state-dir")
+        .arg(&config.state_dir)
+        .arg("--runtime-dir")
+        .arg(&config.runtime.runtime_dir)
+        .arg("--cwd")
+        .arg(&cwd)
+        .arg("--command")
+        .args(&command)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| OpError(format!("start the app-server host: {e}")))?;
+    let mut first = String::new();
+    if let Some(out) = child.stdout.take() {
+        // The host answers within its handshake bound (or exits, closing the pipe).
+        let _ = std::io::BufReader::new(out).read_line(&mut first);
+    }
+    let v: Value = serde_json::from_str(first.trim())
+        .unwrap_or_else(|_| json!({"error": "the app-server host ended before it was ready"}));
+    line(&v);
+    // The host runs on; a CLI exits and leaves it to init.
+    let _ = std::thread::Builder::new()
+        .name("host-reaper".into())
+        .spawn(move || child.wait());
+    Ok(match v.get("error") {
+        Some(_) => ExitCode::from(1),
+        None => ExitCode::SUCCESS,
+    })
 }
 
 fn get(config: &Config, id: &str) -> Result<ExitCode, OpError> {

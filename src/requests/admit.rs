@@ -1,6 +1,7 @@
 //! Admission: register → the guardian's checked one-write → store what was written →
 //! hand a return-final request to its observer. See the module invariants in `mod.rs`.
 
+use super::app_server::{self, Asked, HostAdmit, HostConn};
 use super::observer;
 use super::receipt::{Class, Correlation, Receipt};
 use super::{CAPABILITIES_VERSION, MAX_FINAL_TIMEOUT_MS, MAX_TEXT_BYTES, valid_request_id};
@@ -14,12 +15,41 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A Codex agent and the guardian socket of the session it runs in.
+/// How a target is reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// Codex on a winx session's PTY: `socket` is the session's guardian.
+    Guardian,
+    /// A managed Codex app-server: `socket` is its host's admission socket.
+    AppServer { session_id: String },
+}
+
+/// A Codex agent and the socket admissions to it go through.
 #[derive(Clone, Debug)]
 pub struct Located {
     pub target: CodexTarget,
     pub socket: PathBuf,
+    /// The winx session's thread (PTY targets) or the app-server's thread.
     pub thread_id: String,
+    pub via: Via,
+}
+
+/// Who follows a written return-final request.
+enum Handoff {
+    /// A new request observer process (PTY targets).
+    Observer,
+    /// The app-server host, over the admission's connection.
+    Host(HostConn),
+}
+
+/// What asking the target's process produced.
+enum Answer {
+    /// Definitively nothing written.
+    Refused(Class, String),
+    /// It answered (the target as checked; an app-server's provider turn).
+    Reply(AdmitOutcome, String, Box<Written>),
+    /// The request left, its answer was lost: may have been written.
+    Lost(String),
 }
 
 /// One admission as the caller asked for it.
@@ -172,6 +202,34 @@ pub fn admit(store: &Store, a: &Admission, located: Option<&Located>, exe: &Path
             "the agent runs as another incarnation now",
         );
     }
+    let answer = match &loc.via {
+        Via::Guardian => ask_guardian(loc, a),
+        Via::AppServer { .. } => ask_host(loc, a),
+    };
+    let (outcome, detail, w) = match answer {
+        Answer::Refused(class, d) => return release(class, &d),
+        Answer::Lost(d) => {
+            let t = Written {
+                target: None,
+                provider_turn: None,
+                handoff: Handoff::Observer,
+            };
+            return written(store, a, &base, loc, t, Err(d), exe);
+        }
+        Answer::Reply(o, d, w) => (o, d, *w),
+    };
+    match outcome {
+        AdmitOutcome::Written => written(store, a, &base, loc, w, Ok(detail), exe),
+        AdmitOutcome::Indeterminate => written(store, a, &base, loc, w, Err(detail), exe),
+        AdmitOutcome::Busy => release(Class::Busy, &detail),
+        AdmitOutcome::Unavailable => release(Class::Unavailable, &detail),
+        AdmitOutcome::StaleIncarnation => release(Class::StaleIncarnation, &detail),
+        AdmitOutcome::ObserverFailure => release(Class::ObserverFailure, &detail),
+    }
+}
+
+/// The session's guardian: its checked one-write on the PTY.
+fn ask_guardian(loc: &Located, a: &Admission) -> Answer {
     let ask = CodexAdmit {
         agent_id: a.agent_id.clone(),
         incarnation: a.incarnation.clone(),
@@ -179,56 +237,83 @@ pub fn admit(store: &Store, a: &Admission, located: Option<&Located>, exe: &Path
         paste: a.paste,
         armable: a.return_final,
     };
-    let reply = match GuardianClient::new(&loc.socket)
-        .try_call(&Request::CodexAdmit(ask), Duration::ZERO)
-    {
-        Ok(Response::CodexAdmitted(r)) => r,
-        Ok(other) => {
-            let d =
-                format!("the session's guardian cannot admit prompts (an older build?): {other:?}");
-            return release(Class::Unsupported, &d);
+    match GuardianClient::new(&loc.socket).try_call(&Request::CodexAdmit(ask), Duration::ZERO) {
+        Ok(Response::CodexAdmitted(r)) => {
+            let w = Written {
+                target: r.target,
+                provider_turn: None,
+                handoff: Handoff::Observer,
+            };
+            Answer::Reply(r.outcome, r.detail, Box::new(w))
         }
-        Err(e) if !e.sent => return release(Class::Unavailable, &e.error.to_string()),
-        Err(e) => {
-            let d = format!(
-                "the guardian's answer was lost after the request was sent: {}",
-                e.error
-            );
-            return written(store, a, &base, None, Err(d), exe);
-        }
-    };
-    let target = reply.target.clone();
-    match reply.outcome {
-        AdmitOutcome::Written => written(store, a, &base, target, Ok(reply.detail), exe),
-        AdmitOutcome::Indeterminate => written(store, a, &base, target, Err(reply.detail), exe),
-        AdmitOutcome::Busy => release(Class::Busy, &reply.detail),
-        AdmitOutcome::Unavailable => release(Class::Unavailable, &reply.detail),
-        AdmitOutcome::StaleIncarnation => release(Class::StaleIncarnation, &reply.detail),
-        AdmitOutcome::ObserverFailure => release(Class::ObserverFailure, &reply.detail),
+        Ok(other) => Answer::Refused(
+            Class::Unsupported,
+            format!("the session's guardian cannot admit prompts (an older build?): {other:?}"),
+        ),
+        Err(e) if !e.sent => Answer::Refused(Class::Unavailable, e.error.to_string()),
+        Err(e) => Answer::Lost(format!(
+            "the guardian's answer was lost after the request was sent: {}",
+            e.error
+        )),
     }
 }
 
-/// The prompt was (`Ok`) or may have been (`Err`) written: store it, and arm the
-/// observer of a return-final request.
+/// The app-server host: its checked `turn/start`, armed at its event sequence.
+fn ask_host(loc: &Located, a: &Admission) -> Answer {
+    if a.paste == PasteMode::Typed {
+        let d =
+            "an app-server target takes the message as one text input; paste modes do not apply";
+        return Answer::Refused(Class::Invalid, d.into());
+    }
+    let ask = HostAdmit {
+        principal: a.principal.clone(),
+        request_id: a.request_id.clone(),
+        incarnation: a.incarnation.clone(),
+        text: a.text.clone(),
+        return_final: a.return_final,
+        prompt_sha256: crate::codex::message_digest(&a.text),
+    };
+    match app_server::admit(&loc.socket, ask) {
+        Asked::NotSent(d) => Answer::Refused(Class::Unavailable, d),
+        Asked::Lost(d) => Answer::Lost(d),
+        Asked::Answer(r, conn) => {
+            let mut t = loc.target.clone();
+            t.cursor = r.armed_cursor;
+            t.baseline_turn = r.baseline_turn.clone();
+            let w = Written {
+                target: Some(t),
+                provider_turn: r.provider_turn,
+                handoff: Handoff::Host(conn),
+            };
+            Answer::Reply(r.outcome, r.detail, Box::new(w))
+        }
+    }
+}
+
+/// What the target's process said about a (possibly) written prompt.
+struct Written {
+    target: Option<CodexTarget>,
+    provider_turn: Option<String>,
+    handoff: Handoff,
+}
+
+/// The prompt was (`Ok`) or may have been (`Err`) written: store it, and hand a
+/// return-final request to whoever follows it (an observer, or the app-server host).
 fn written(
     store: &Store,
     a: &Admission,
     base: &Receipt,
-    target: Option<CodexTarget>,
+    loc: &Located,
+    w: Written,
     outcome: Result<String, String>,
     exe: &Path,
 ) -> Receipt {
     let now = unix_ms();
-    let correlation = target.as_ref().filter(|_| a.return_final).and_then(|t| {
-        Some(Correlation {
-            correlation_source: "codex_rollout".into(),
-            baseline_provider_turn: t.baseline_turn.clone(),
-            armed_cursor: t.cursor?,
-            rollout: t.rollout.clone(),
-            target_pid: t.pid,
-            target_start_time: t.start_time,
-        })
-    });
+    let correlation = w
+        .target
+        .as_ref()
+        .filter(|_| a.return_final)
+        .and_then(|t| correlation(loc, t, w.provider_turn.clone()));
     let mut receipt = Receipt {
         receipt_class: Class::Accepted,
         prompt_written: Some(true),
@@ -270,16 +355,24 @@ fn written(
     let mut go = None;
     if failure.is_none() && a.return_final {
         let dir = store.path().parent().unwrap_or(Path::new("."));
-        match observer::spawn(exe, dir, &a.principal, &a.request_id) {
-            Ok(s) => {
-                row.owner = s.owner();
-                go = Some(s);
+        match w.handoff {
+            Handoff::Host(conn) => {
+                // The host follows the request: it is the owner from now on.
+                row.owner = format!("{}:{}", loc.target.pid, loc.target.start_time);
+                go = Some(Go::Host(conn));
             }
-            Err(e) => {
-                receipt.receipt_class = Class::Indeterminate;
-                receipt.reply_pending = false;
-                receipt.detail = format!("written, but the request observer could not start: {e}");
-            }
+            Handoff::Observer => match observer::spawn(exe, dir, &a.principal, &a.request_id) {
+                Ok(s) => {
+                    row.owner = s.owner();
+                    go = Some(Go::Observer(s));
+                }
+                Err(e) => {
+                    receipt.receipt_class = Class::Indeterminate;
+                    receipt.reply_pending = false;
+                    receipt.detail =
+                        format!("written, but the request observer could not start: {e}");
+                }
+            },
         }
     }
     row.receipt = Some(receipt.to_json().to_string());
@@ -297,7 +390,8 @@ fn written(
         }
     }
     match go {
-        Some(s) => s.go(),
+        Some(Go::Observer(s)) => s.go(),
+        Some(Go::Host(c)) => c.go(),
         None if a.return_final => {
             // No observer will correlate this request: its outcome is unknowable.
             let reason = receipt.detail.clone();
@@ -316,4 +410,33 @@ fn written(
         None => {}
     }
     receipt
+}
+
+enum Go {
+    Observer(observer::Spawned),
+    Host(HostConn),
+}
+
+/// What a written return-final request's final is correlated from.
+fn correlation(loc: &Located, t: &CodexTarget, turn: Option<String>) -> Option<Correlation> {
+    let (source, thread, session, turn) = match &loc.via {
+        Via::Guardian => ("codex_rollout", None, None, None),
+        Via::AppServer { session_id } => (
+            "app_server_events",
+            Some(loc.thread_id.clone()),
+            Some(session_id.clone()),
+            turn,
+        ),
+    };
+    Some(Correlation {
+        correlation_source: source.into(),
+        baseline_provider_turn: t.baseline_turn.clone(),
+        armed_cursor: t.cursor?,
+        rollout: t.rollout.clone(),
+        target_pid: t.pid,
+        target_start_time: t.start_time,
+        app_server_thread_id: thread,
+        app_server_session_id: session,
+        provider_turn: turn,
+    })
 }

@@ -5,7 +5,9 @@
 //! Processes: the admitting process (the CLI's `agent admit|send`) registers the request
 //! in the state store, asks the target's guardian for the checked one-write admission,
 //! and — for a return-final request — starts a detached request observer
-//! (`winx-code-agent agent observe`) that owns the request until it is terminal.
+//! (`winx-code-agent agent observe`) that owns the request until it is terminal. A
+//! managed app-server target (`app_server/`) is admitted through its host process
+//! instead, which also follows the request (no observer).
 //!
 //! Invariants: the prompt is written at most once per (principal, request id): a known id
 //! returns its stored receipt and never writes; a definitive rejection has
@@ -14,7 +16,9 @@
 //! it was open becomes `indeterminate` — never retried, never completed by a later turn.
 
 pub mod admit;
+pub mod app_server;
 pub mod follow;
+pub mod managed;
 pub mod observer;
 pub mod receipt;
 pub mod reconcile;
@@ -32,9 +36,9 @@ pub fn capabilities() -> serde_json::Value {
     serde_json::json!({
         "capabilities_version": CAPABILITIES_VERSION,
         "providers": ["codex"],
-        "target_kinds": ["pty"],
+        "target_kinds": ["pty", "app_server"],
         "return_modes": ["none", "final"],
-        "correlation_sources": ["codex_rollout"],
+        "correlation_sources": ["codex_rollout", "app_server_events"],
         "paste_modes": ["bracketed", "typed"],
         "receipt_classes": receipt::Class::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
         "terminal_states": ["completed", "aborted", "timed_out", "cancelled",

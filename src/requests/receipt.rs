@@ -62,13 +62,22 @@ impl Class {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Correlation {
-    /// `codex_rollout`: the provider-file cursor of the adopted process's rollout.
+    /// `codex_rollout`: the provider-file cursor of the adopted process's rollout;
+    /// `app_server_events`: the host's event sequence (`rollout` is its event log).
     pub correlation_source: String,
     pub baseline_provider_turn: Option<String>,
     pub armed_cursor: u64,
     pub rollout: String,
     pub target_pid: u32,
     pub target_start_time: u64,
+    /// `app_server_events`: the app-server's thread and session, and the provider turn
+    /// its `turn/start` answered with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_server_thread_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_server_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_turn: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

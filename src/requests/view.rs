@@ -1,13 +1,17 @@
 //! The JSON shapes of agents, requests and terminal events, shared by the CLI (`agent
 //! catalog|request …`) and the MCP `Agent` actions, so both answer alike.
 
-use super::admit::Located;
+use super::admit::{Located, Via};
 use crate::store::Store;
 use crate::store::agent_requests::{AgentRequest, TerminalEvent};
 use serde_json::{Value, json};
 
-/// A foreground agent is named by its thread, a background one by thread/execution.
+/// A foreground agent is named by its thread, a background one by thread/execution, a
+/// managed app-server by `app-server/<its thread id>`.
 pub fn display_name(l: &Located) -> String {
+    if let Via::AppServer { .. } = l.via {
+        return format!("app-server/{}", l.thread_id);
+    }
     match l.target.foreground {
         true => l.thread_id.clone(),
         false => format!("{}/{}", l.thread_id, l.target.execution_id),
@@ -17,7 +21,26 @@ pub fn display_name(l: &Located) -> String {
 /// One catalog entry.
 pub fn agent_json(l: &Located) -> Value {
     let t = &l.target;
+    if let Via::AppServer { session_id } = &l.via {
+        return json!({
+            "agent_id": t.agent_id,
+            "display_name": display_name(l),
+            "provider": "codex",
+            "target_kind": "app_server",
+            "incarnation": t.incarnation,
+            "pid": t.pid,
+            "thread_id": l.thread_id,
+            "session_id": session_id,
+            "command": t.command,
+            "observer_status": t.observer,
+            "state": t.phase,
+            "baseline_provider_turn": t.baseline_turn,
+            "event_sequence": t.cursor,
+            "return_final_ready": t.cursor.is_some(),
+        });
+    }
     json!({
+        "target_kind": "pty",
         "agent_id": t.agent_id,
         "display_name": display_name(l),
         "provider": "codex",

@@ -5,6 +5,7 @@
 
 pub mod agent_receipts;
 pub mod agent_requests;
+pub mod app_server_targets;
 pub mod history;
 pub mod history_marks;
 pub mod permits;
@@ -80,6 +81,8 @@ const MIGRATIONS: &[&str] = &[
     agent_receipts::MIGRATION,
     // 9: durable return-final agent requests and their terminal-event stream.
     agent_requests::MIGRATION,
+    // 10: managed Codex app-server targets (their hosts' admission sockets).
+    app_server_targets::MIGRATION,
 ];
 
 /// Keep query plans fixed once prepared. The bundled SQLite is built with STAT4, which

@@ -2,7 +2,8 @@
 //! {op: get|cancel|watch}`, the CLI's `agent catalog|admit|request …` for an MCP caller.
 //!
 //! Scope: the catalog and admission see only the Codex agents in the caller's own session
-//! (its thread's guardian); requests and the terminal-event stream are the caller's
+//! (its thread's guardian) and the managed app-server targets its principal started;
+//! requests and the terminal-event stream are the caller's
 //! principal's. Admission is `requests::admit` itself — the same register → checked
 //! one-write → store → observer sequence, so an id admitted here and repeated through the
 //! CLI (same principal) gets the same stored receipt and never a second write.
@@ -14,7 +15,7 @@ use super::super::error_code::ErrorCode;
 use super::super::execution;
 use super::{FIELDS, TOOL, bad, fail, may_prompt, prompt_text};
 use crate::deadline::Deadline;
-use crate::requests::admit::{Admission, Located, admit};
+use crate::requests::admit::{Admission, Located, Via, admit};
 use crate::requests::follow::{Wake, Watcher};
 use crate::requests::receipt::{Class, Receipt};
 use crate::requests::view::{agent_json, event_json, request_json};
@@ -36,8 +37,17 @@ fn store_err(e: impl std::fmt::Display) -> ToolError {
     execution::unavailable(e)
 }
 
-/// The Codex agents in the caller's session (none when its guardian does not run).
+/// The Codex agents in the caller's session (none when its guardian does not run), then
+/// the caller's principal's managed app-server targets.
 fn located(ctx: &ToolContext, thread_id: &str) -> Vec<Located> {
+    let mut out = in_session(ctx, thread_id);
+    if let Ok(store) = ctx.sessions.store() {
+        out.extend(crate::requests::managed::located(&store, ctx.principal));
+    }
+    out
+}
+
+fn in_session(ctx: &ToolContext, thread_id: &str) -> Vec<Located> {
     let key = crate::runtime::session_key(ctx.principal, thread_id);
     let Some(client) = ctx.runtime.client(&key) else {
         return Vec::new();
@@ -50,6 +60,7 @@ fn located(ctx: &ToolContext, thread_id: &str) -> Vec<Located> {
                 target,
                 socket: client.socket.clone(),
                 thread_id: thread_id.to_string(),
+                via: Via::Guardian,
             })
             .collect(),
         // A guardian of an older build, or none at all, hosts no targets.
