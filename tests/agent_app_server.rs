@@ -387,3 +387,46 @@ fn capabilities_list_app_server_targets() {
             .contains(&json!("app_server_events"))
     );
 }
+
+/// An MCP caller of the same principal (stdio: `local`, as the CLI) sees the app-server
+/// target in its `catalog`, admits to it with `return_final` and reads the final with
+/// `request watch`.
+#[test]
+fn mcp_actions_reach_an_app_server_target() {
+    let app = App::start();
+    let target = app.agent_in("idle");
+    let mut a = support::Agent::spawn_with(support::Opts {
+        state: Some(app.dir.path().join("state")),
+        ..Default::default()
+    });
+    let s = a.first_call();
+    let call = |a: &mut support::Agent, action: Value| {
+        a.call("Agent", support::pair_args(&s, json!({"action": action})))["structuredContent"]
+            .clone()
+    };
+    let c = call(&mut a, json!({"type": "catalog"}));
+    let agents = c["data"]["agents"].as_array().cloned().unwrap_or_default();
+    let found: Vec<&Value> = agents
+        .iter()
+        .filter(|x| x["agent_id"] == target["agent_id"])
+        .collect();
+    assert_eq!(found.len(), 1, "{c}");
+    assert_eq!(found[0]["target_kind"], "app_server");
+    let r = call(
+        &mut a,
+        json!({"type": "admit", "target": target["agent_id"],
+               "incarnation": target["incarnation"], "request_id": R6,
+               "text": "over mcp", "return_final": true}),
+    );
+    assert_eq!(r["data"]["receipt_class"], "accepted", "{r}");
+    assert_eq!(r["data"]["correlation_source"], "app_server_events");
+    let w = call(
+        &mut a,
+        json!({"type": "request", "op": "watch", "timeout_seconds": 20}),
+    );
+    let e = &w["data"]["events"][0];
+    assert_eq!(e["request_id"], R6, "{w}");
+    assert_eq!(e["state"], "completed");
+    assert_eq!(e["final_message"], "final: over mcp");
+    assert_eq!(app.lines(), ["over mcp"]);
+}

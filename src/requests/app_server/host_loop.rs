@@ -12,7 +12,7 @@ use super::{HostAdmit, HostAdmitReply, HostStatus};
 use crate::codex::app_server::{AppCorrelation, Event, Phase};
 use crate::codex::turns::Verdict;
 use crate::deadline::{Deadline, unix_ms};
-use crate::requests::follow::HOUSEKEEPING;
+use crate::requests::follow::{HOUSEKEEPING, Wake, Watcher};
 use crate::store::Store;
 use crate::store::agent_requests::{ADMITTING, SUBMITTED, Terminal};
 use crate::wire::codex::AdmitOutcome;
@@ -77,9 +77,41 @@ pub fn log_line(log: &mut Option<std::fs::File>, seq: u64, raw: &[u8]) {
     }
 }
 
+/// A wake-up for each change in the state directory: a cancel (or another reader settling
+/// a request) commits there and touches the store's signal file, so the host drops the
+/// request at once rather than at its next housekeeping tick. `never()` when the
+/// directory cannot be watched (the tick still bounds the delay).
+fn store_changes(dir: Option<&std::path::Path>) -> Receiver<()> {
+    let Some(dir) = dir else { return never() };
+    let Ok(w) = Watcher::new() else {
+        return never();
+    };
+    if w.dir(dir).is_err() {
+        return never();
+    }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let spawned = std::thread::Builder::new()
+        .name("host-store-watch".into())
+        .spawn(move || {
+            let forever = Deadline::never("state directory changes");
+            loop {
+                if w.wait(&forever) == Wake::Look
+                    && let Err(crossbeam_channel::TrySendError::Disconnected(_)) = tx.try_send(())
+                {
+                    return;
+                }
+            }
+        });
+    match spawned {
+        Ok(_) => rx,
+        Err(_) => never(),
+    }
+}
+
 impl Host {
     pub fn run(&mut self, events: Receiver<FromChild>, conns: Receiver<FromConn>) {
         let mut events = events;
+        let changes = store_changes(self.store.path().parent());
         let mut grace: Option<Deadline> = None;
         loop {
             if let Some(g) = &grace
@@ -98,6 +130,7 @@ impl Host {
                     }
                 },
                 recv(conns) -> m => if let Ok(m) = m { self.on_conn(m) },
+                recv(changes) -> _ => self.housekeeping(),
                 recv(tick) -> _ => self.housekeeping(),
             }
             self.commit_ready();
