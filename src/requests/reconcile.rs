@@ -13,7 +13,10 @@ fn owner_gone(owner: &str) -> bool {
         it.next().and_then(|p| p.parse::<u32>().ok()),
         it.next().and_then(|s| s.parse::<u64>().ok()),
     ) {
-        (Some(pid), Some(start)) => crate::process::is_gone(pid, start),
+        // A pid no process can have (over `pid_max`'s range) is not running either.
+        (Some(pid), Some(start)) => {
+            i32::try_from(pid).is_err() || crate::process::is_gone(pid, start)
+        }
         // An owner nobody can name is not running anywhere.
         _ => true,
     }
@@ -56,4 +59,94 @@ pub fn all(store: &Store) -> Result<(), StoreError> {
         settle(store, &r)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::requests::admit::{Admission, admit};
+    use crate::requests::receipt::Class;
+    use crate::wire::codex::PasteMode;
+
+    const ID: &str = "fe57dc90-994e-4e73-b09c-fac483d9f05b";
+
+    fn admission() -> Admission {
+        Admission {
+            principal: "p".into(),
+            request_id: ID.into(),
+            agent_id: "codex-0000000000000000".into(),
+            incarnation: "inc".into(),
+            text: "do it".into(),
+            paste: PasteMode::Bracketed,
+            return_final: true,
+            final_timeout_ms: 0,
+        }
+    }
+
+    /// What an admitter leaves when it is SIGKILLed after the PTY write and before the
+    /// durable `submitted` mark: its registration, `admitting`, owned by a dead process.
+    fn crashed_registration(store: &Store, owner: &str) {
+        let a = admission();
+        let row = AgentRequest {
+            principal: a.principal.clone(),
+            request_id: a.request_id.clone(),
+            key_sha256: a.key(),
+            agent_id: a.agent_id.clone(),
+            incarnation: a.incarnation.clone(),
+            return_final: true,
+            prompt_sha256: crate::codex::message_digest(&a.text),
+            owner: owner.into(),
+            ..Default::default()
+        };
+        store.request_register(&row).unwrap();
+    }
+
+    #[test]
+    fn the_crash_window_resolves_as_indeterminate_never_as_a_second_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // A process that has ended (and been reaped) is a dead owner.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        crashed_registration(&store, &format!("{pid}:1"));
+        // A repeat of the same request settles the registration first, then answers the
+        // stored outcome: indeterminate, and no target is even looked at (None).
+        let r = admit(
+            &store,
+            &admission(),
+            None,
+            std::path::Path::new("/nonexistent"),
+        );
+        assert_eq!(r.receipt_class, Class::Indeterminate, "{r:?}");
+        assert!(r.replayed);
+        let row = store.request_get("p", ID).unwrap().unwrap();
+        let seq = row.terminal_event_sequence.expect("terminal");
+        let e = store.request_event(seq).unwrap().unwrap();
+        assert_eq!(e.state, "indeterminate");
+        assert!(e.reason.unwrap().contains("admitting process ended"));
+        // Settled once: another reader adds no second event.
+        all(&store).unwrap();
+        assert!(store.request_events_after("p", seq, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_owner_no_process_can_be_is_gone() {
+        assert!(owner_gone("4294967295:1"));
+        assert!(owner_gone("garbage"));
+        let (pid, start) = crate::process::this_process();
+        assert!(!owner_gone(&format!("{pid}:{start}")));
+    }
+
+    #[test]
+    fn a_live_owner_keeps_its_registration() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (pid, start) = crate::process::this_process();
+        crashed_registration(&store, &format!("{pid}:{start}"));
+        all(&store).unwrap();
+        let row = store.request_get("p", ID).unwrap().unwrap();
+        assert_eq!(row.state, ADMITTING);
+        assert!(row.terminal_event_sequence.is_none());
+    }
 }
