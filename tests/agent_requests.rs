@@ -331,3 +331,27 @@ fn watch_after_resumes_exactly_after_n_across_restarts() {
     assert_eq!(once(), events);
     assert_eq!(c.lines(), ["first", "hold the line", "release"]);
 }
+
+/// A rollout cut below the armed cursor, or replaced by another session's file, while
+/// the bound turn runs: the request ends `indeterminate`, never with a final.
+#[test]
+fn a_truncated_or_replaced_rollout_is_indeterminate() {
+    // A replacement seen before the observer's first look is a file shorter than the
+    // armed cursor: "truncated"; seen after it, another inode: "replaced".
+    for (cue, why) in [
+        ("truncate it", &["truncated"][..]),
+        ("replace it", &["replaced", "truncated"][..]),
+    ] {
+        let c = Codex::start("");
+        let agent = c.agent_in("idle");
+        let w = c.watch(0);
+        let (r, _) = c.admit(&agent, R1, cue, &["--return-final"]);
+        assert_eq!(r["receipt_class"], "accepted", "{cue}: {r}");
+        let e = w.next();
+        assert_eq!(e["request_id"], R1);
+        assert_eq!(e["state"], "indeterminate", "{cue}: {e}");
+        let reason = e["reason"].as_str().unwrap();
+        assert!(why.iter().any(|w| reason.contains(w)), "{cue}: {e}");
+        assert!(e.get("final_message").is_none(), "{e}");
+    }
+}

@@ -30,10 +30,11 @@ fn settle(store: &Store, r: &AgentRequest) -> Result<(), StoreError> {
         ADMITTING => "the admitting process ended before the prompt's delivery was recorded",
         _ => "the request observer ended before the bound provider turn completed",
     };
+    // Only if nobody moved it on since `r` was read: an admitter that handed the request
+    // to its observer and then exited is not a dead owner of the request now.
     store
-        .request_finish(
-            &r.principal,
-            &r.request_id,
+        .request_settle(
+            r,
             &Terminal {
                 state: "indeterminate",
                 final_message: None,
@@ -136,6 +137,31 @@ mod tests {
         assert!(owner_gone("garbage"));
         let (pid, start) = crate::process::this_process();
         assert!(!owner_gone(&format!("{pid}:{start}")));
+    }
+
+    /// Regression: a reader that saw the registration while the admitter ran, and judged
+    /// it once the admitter had handed it to its observer and exited, settled the live
+    /// request `indeterminate` (seen by `a_truncated_or_replaced_rollout_is_indeterminate`).
+    #[test]
+    fn a_request_handed_over_since_it_was_read_is_not_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        crashed_registration(&store, &format!("{pid}:1"));
+        let stale = store.request_get("p", ID).unwrap().unwrap();
+        let (me, start) = crate::process::this_process();
+        let handed = AgentRequest {
+            state: SUBMITTED.into(),
+            owner: format!("{me}:{start}"),
+            ..stale.clone()
+        };
+        assert!(store.request_written(&handed).unwrap());
+        settle(&store, &stale).unwrap();
+        let row = store.request_get("p", ID).unwrap().unwrap();
+        assert_eq!(row.state, SUBMITTED, "{row:?}");
+        assert!(row.terminal_event_sequence.is_none());
     }
 
     #[test]

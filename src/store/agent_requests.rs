@@ -274,18 +274,43 @@ impl Store {
         id: &str,
         t: &Terminal,
     ) -> Result<Option<i64>, StoreError> {
+        self.finish_if(principal, id, t, None)
+    }
+
+    /// `request_finish`, only while the request is still in `state` under `owner` (what a
+    /// settler judged): a request handed to another owner meanwhile is left alone.
+    pub fn request_settle(
+        &self,
+        r: &AgentRequest,
+        t: &Terminal,
+    ) -> Result<Option<i64>, StoreError> {
+        self.finish_if(&r.principal, &r.request_id, t, Some((&r.state, &r.owner)))
+    }
+
+    fn finish_if(
+        &self,
+        principal: &str,
+        id: &str,
+        t: &Terminal,
+        seen: Option<(&str, &str)>,
+    ) -> Result<Option<i64>, StoreError> {
         self.with(
             |c| {
                 let tx = rusqlite::Transaction::new_unchecked(c, TransactionBehavior::Immediate)?;
-                let open: Option<String> = tx
+                let open: Option<(String, String)> = tx
                     .query_row(
-                        "SELECT state FROM agent_requests WHERE principal = ?1
+                        "SELECT state, owner FROM agent_requests WHERE principal = ?1
                          AND request_id = ?2",
                         params![principal, id],
-                        |r| r.get(0),
+                        |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .optional()?;
-                if !matches!(open.as_deref(), Some(ADMITTING) | Some(SUBMITTED)) {
+                let Some((state, owner)) = open else {
+                    return Ok(None);
+                };
+                if !matches!(state.as_str(), ADMITTING | SUBMITTED)
+                    || seen.is_some_and(|(s, o)| s != state || o != owner)
+                {
                     return Ok(None);
                 }
                 tx.execute(
