@@ -440,3 +440,7 @@ fn correlation(loc: &Located, t: &CodexTarget, turn: Option<String>) -> Option<C
         provider_turn: turn,
     })
 }
+
+#[cfg(test)]
+#[path = "admit_tests.rs"]
+mod tests;
