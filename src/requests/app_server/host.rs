@@ -45,6 +45,28 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// The `(pid, start)` of a host event log's name (`host-<pid>-<start>.events.jsonl`).
+fn log_owner(name: &str) -> Option<(u32, u64)> {
+    let rest = name.strip_prefix("host-")?.strip_suffix(".events.jsonl")?;
+    let (pid, start) = rest.split_once('-')?;
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// Remove the event logs of hosts that are gone (a host removes its own when it ends
+/// cleanly; one that was killed leaves it for the next host to remove). Every request a
+/// gone host followed is settled in the store, so nothing reads these logs again.
+fn prune_logs(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let Some((pid, start)) = name.to_str().and_then(log_owner) else {
+            continue;
+        };
+        if crate::process::is_gone(pid, start) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Run the host until the app-server ends. `ready` receives one JSON line: the target
 /// (or `{"error": …}` when it could not start).
 pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
@@ -56,6 +78,7 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     let me = crate::process::this_process();
     let dir = args.state_dir.join("app-server");
     crate::fsutil::ensure_private_dir(&dir).map_err(|e| fail(&mut ready, e.to_string()))?;
+    prune_logs(&dir);
     let log_path = dir.join(format!("host-{}-{}.events.jsonl", me.0, me.1));
     let mut log = Some(open_log(&log_path).map_err(|e| fail(&mut ready, e.to_string()))?);
     let (mut child, events) = AppChild::spawn(&args.command, &args.cwd)
@@ -146,6 +169,9 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     host.run(events, conn_rx);
     let _ = host.store.app_target_delete(&agent_id, me.0, me.1);
     let _ = std::fs::remove_file(&socket);
+    // Every followed request is settled by now (`run` returns once none is pending).
+    host.log = None;
+    let _ = std::fs::remove_file(&log_path);
     Ok(())
 }
 
@@ -195,4 +221,29 @@ fn answer(w: &mut UnixStream, v: &impl serde::Serialize) {
     let mut b = serde_json::to_vec(v).unwrap_or_default();
     b.push(b'\n');
     let _ = w.write_all(&b);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_logs_of_gone_hosts_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pid, start) = crate::process::this_process();
+        let mine = dir.path().join(format!("host-{pid}-{start}.events.jsonl"));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = child.id();
+        child.wait().unwrap();
+        let gone = dir.path().join(format!("host-{gone_pid}-1.events.jsonl"));
+        let other = dir.path().join("notes.txt");
+        for p in [&mine, &gone, &other] {
+            std::fs::write(p, "x").unwrap();
+        }
+        prune_logs(dir.path());
+        assert!(mine.exists() && other.exists());
+        assert!(!gone.exists());
+        assert_eq!(log_owner("host-12-34.events.jsonl"), Some((12, 34)));
+        assert_eq!(log_owner("host-x-34.events.jsonl"), None);
+    }
 }
