@@ -443,4 +443,4 @@ fn correlation(loc: &Located, t: &CodexTarget, turn: Option<String>) -> Option<C
 
 #[cfg(test)]
 #[path = "admit_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -7,9 +7,10 @@ use crate::wire::guardian::{GuardianError, PROTOCOL};
 use crate::wire::{Hello, read_frame, write_frame};
 use std::os::unix::net::UnixListener;
 
-const ID: &str = "fe57dc90-994e-4e73-b09c-fac483d9f05b";
+pub(crate) const ID: &str = "fe57dc90-994e-4e73-b09c-fac483d9f05b";
 
-fn admission() -> Admission {
+/// A return-final admission of `ID` by principal `p` (shared with `reconcile`'s tests).
+pub(crate) fn admission() -> Admission {
     Admission {
         principal: "p".into(),
         request_id: ID.into(),

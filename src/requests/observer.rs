@@ -17,7 +17,7 @@ use super::receipt::Receipt;
 use crate::codex::turns::{Correlation, Lines, Verdict};
 use crate::deadline::{Deadline, unix_ms};
 use crate::store::Store;
-use crate::store::agent_requests::{AgentRequest, SUBMITTED, Terminal};
+use crate::store::agent_requests::{SUBMITTED, Terminal};
 use std::io::{BufRead, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
@@ -86,9 +86,11 @@ pub fn spawn(exe: &Path, state_dir: &Path, principal: &str, id: &str) -> std::io
     })
 }
 
-fn finish(
+/// Commit one terminal event (conditional: a request already terminal is left as is).
+pub(super) fn finish(
     store: &Store,
-    r: &AgentRequest,
+    principal: &str,
+    id: &str,
     state: &str,
     msg: Option<&str>,
     reason: Option<&str>,
@@ -101,8 +103,8 @@ fn finish(
         turn_id: turn,
         at_ms: unix_ms(),
     };
-    if let Err(e) = store.request_finish(&r.principal, &r.request_id, &t) {
-        log::error!("request {}: could not record {state}: {e}", r.request_id);
+    if let Err(e) = store.request_finish(principal, id, &t) {
+        log::error!("request {id}: could not record {state}: {e}");
     }
 }
 
@@ -133,7 +135,8 @@ pub fn run(
     let (Some(c), Some(cursor)) = (correlation, row.armed_cursor) else {
         finish(
             store,
-            &row,
+            &row.principal,
+            &row.request_id,
             "indeterminate",
             None,
             Some("no correlation cursor was armed"),
@@ -184,7 +187,8 @@ pub fn run(
             } => {
                 finish(
                     store,
-                    &row,
+                    &row.principal,
+                    &row.request_id,
                     "completed",
                     Some(final_message.as_deref().unwrap_or("")),
                     None,
@@ -193,14 +197,23 @@ pub fn run(
                 return Ok(());
             }
             Verdict::Aborted { turn_id, reason } => {
-                finish(store, &row, "aborted", None, Some(&reason), Some(&turn_id));
+                finish(
+                    store,
+                    &row.principal,
+                    &row.request_id,
+                    "aborted",
+                    None,
+                    Some(&reason),
+                    Some(&turn_id),
+                );
                 return Ok(());
             }
             Verdict::Indeterminate { reason } => {
                 let turn = follower.corr.bound.clone();
                 finish(
                     store,
-                    &row,
+                    &row.principal,
+                    &row.request_id,
                     "indeterminate",
                     None,
                     Some(&reason),
@@ -218,7 +231,8 @@ pub fn run(
             {
                 finish(
                     store,
-                    &row,
+                    &row.principal,
+                    &row.request_id,
                     "completed",
                     Some(final_message.as_deref().unwrap_or("")),
                     None,
@@ -229,7 +243,8 @@ pub fn run(
                 let turn = follower.corr.bound.clone();
                 finish(
                     store,
-                    &row,
+                    &row.principal,
+                    &row.request_id,
                     "timed_out",
                     None,
                     Some(reason),

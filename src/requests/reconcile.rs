@@ -65,24 +65,9 @@ pub fn all(store: &Store) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::requests::admit::{Admission, admit};
+    use crate::requests::admit::admit;
+    use crate::requests::admit::tests::{ID, admission};
     use crate::requests::receipt::Class;
-    use crate::wire::codex::PasteMode;
-
-    const ID: &str = "fe57dc90-994e-4e73-b09c-fac483d9f05b";
-
-    fn admission() -> Admission {
-        Admission {
-            principal: "p".into(),
-            request_id: ID.into(),
-            agent_id: "codex-0000000000000000".into(),
-            incarnation: "inc".into(),
-            text: "do it".into(),
-            paste: PasteMode::Bracketed,
-            return_final: true,
-            final_timeout_ms: 0,
-        }
-    }
 
     /// What an admitter leaves when it is SIGKILLed after the PTY write and before the
     /// durable `submitted` mark: its registration, `admitting`, owned by a dead process.

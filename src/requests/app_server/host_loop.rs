@@ -14,7 +14,7 @@ use crate::codex::turns::Verdict;
 use crate::deadline::{Deadline, unix_ms};
 use crate::requests::follow::{HOUSEKEEPING, Wake, Watcher};
 use crate::store::Store;
-use crate::store::agent_requests::{ADMITTING, SUBMITTED, Terminal};
+use crate::store::agent_requests::{ADMITTING, SUBMITTED};
 use crate::wire::codex::AdmitOutcome;
 use crossbeam_channel::{Receiver, Sender, never, select};
 use serde_json::{Value, json};
@@ -438,16 +438,7 @@ impl Host {
         reason: Option<&str>,
         turn: Option<&str>,
     ) {
-        let t = Terminal {
-            state,
-            final_message: msg,
-            reason,
-            turn_id: turn,
-            at_ms: unix_ms(),
-        };
-        if let Err(e) = self.store.request_finish(principal, id, &t) {
-            log::error!("request {id}: could not record {state}: {e}");
-        }
+        crate::requests::observer::finish(&self.store, principal, id, state, msg, reason, turn);
     }
 
     /// Commit every handed request whose outcome is known.
