@@ -526,8 +526,15 @@ impl EventLoop {
                 }
             }
         }
-        for i in done.into_iter().rev() {
-            let w = self.waiters.remove(i);
+        // A command's own answer goes out before any watcher's facts: the caller is waiting
+        // on it, and building facts (with a screen) is the dearer of the two.
+        let mut ready: Vec<Waiter> = done
+            .into_iter()
+            .rev()
+            .map(|i| self.waiters.remove(i))
+            .collect();
+        ready.sort_by_key(|w| !matches!(w.kind, WaitKind::Action { .. }));
+        for w in ready {
             let resp = match w.kind {
                 WaitKind::Action { bg } => self.session.deliver(bg.as_deref()),
                 WaitKind::Read { offset } => {
