@@ -13,6 +13,8 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// How long a saved permit goes without being written again by reads that add nothing.
+pub const RESAVE_MS: i64 = 60 * 60 * 1000;
 /// Files tracked per session; the oldest entry is forgotten beyond this.
 const MAX_FILES_PER_SESSION: usize = 4096;
 
@@ -22,6 +24,10 @@ struct Entry {
     /// Merged, sorted, 1-based inclusive line ranges.
     ranges: Vec<(usize, usize)>,
     seq: u64,
+    /// When the state store was last known to hold exactly this revision and these
+    /// ranges (`mark_saved`, unix ms): a read that adds nothing writes nothing until
+    /// `RESAVE_MS` later (the stored row expires after a day unless written again).
+    saved_at_ms: Option<i64>,
 }
 
 /// One session's permits, behind its own lock.
@@ -75,16 +81,22 @@ impl Coverage {
             revision: revision.to_string(),
             ranges: Vec::new(),
             seq,
+            saved_at_ms: None,
         });
         if e.revision != revision {
             e.revision = revision.to_string();
             e.ranges.clear();
+            e.saved_at_ms = None;
         }
-        let mut r = std::mem::take(&mut e.ranges);
+        let mut r = e.ranges.clone();
         if range.0 <= range.1 {
             r.push(range);
         }
-        e.ranges = merge(&r);
+        let merged = merge(&r);
+        if merged != e.ranges {
+            e.ranges = merged;
+            e.saved_at_ms = None;
+        }
         e.seq = seq;
         if files.len() > MAX_FILES_PER_SESSION
             && let Some(oldest) = files
@@ -136,9 +148,36 @@ impl Coverage {
         if let Some((stored, ranges)) = load()
             && stored == revision
         {
-            for r in ranges {
-                self.grant(path, revision, r);
+            for r in &ranges {
+                self.grant(path, revision, *r);
             }
+            // What the store holds is what is held here: nothing to write back (but it
+            // is refreshed at the next read, as its age is unknown).
+            self.mark_saved(path, revision, &merge(&ranges), i64::MIN / 2);
+        }
+    }
+
+    /// The permit of `path` unless the state store holds it, saved less than
+    /// `RESAVE_MS` before `now_ms`.
+    pub fn unsaved(&self, path: &Path, now_ms: i64) -> Option<(String, Vec<(usize, usize)>)> {
+        let all = self.inner.lock();
+        all.entries
+            .get(path)
+            .filter(|e| {
+                !e.saved_at_ms
+                    .is_some_and(|t| now_ms.saturating_sub(t) < RESAVE_MS)
+            })
+            .map(|e| (e.revision.clone(), e.ranges.clone()))
+    }
+
+    /// The store holds `revision` with `ranges` for `path` as of `at_ms`: if that is
+    /// still what is held here, reads that add nothing need not write it again soon.
+    pub fn mark_saved(&self, path: &Path, revision: &str, ranges: &[(usize, usize)], at_ms: i64) {
+        if let Some(e) = self.inner.lock().entries.get_mut(path)
+            && e.revision == revision
+            && e.ranges == ranges
+        {
+            e.saved_at_ms = Some(at_ms);
         }
     }
 
@@ -167,6 +206,36 @@ mod tests {
         assert_eq!(missing(&[(1, 9)], (1, 9)), vec![]);
         assert_eq!(missing(&[], (3, 4)), vec![(3, 4)]);
         assert_eq!(missing(&[(2, 3)], (1, 5)), vec![(1, 1), (4, 5)]);
+    }
+
+    #[test]
+    fn only_a_read_that_adds_coverage_is_unsaved() {
+        let c = Coverage::default();
+        let p = Path::new("/w/a.rs");
+        let now = 1_000_000;
+        c.grant(p, "r1", (1, 10));
+        let (rev, ranges) = c.unsaved(p, now).unwrap();
+        c.mark_saved(p, &rev, &ranges, now);
+        assert!(c.unsaved(p, now).is_none());
+        c.grant(p, "r1", (2, 5));
+        assert!(c.unsaved(p, now + 1).is_none(), "nothing new was read");
+        assert!(
+            c.unsaved(p, now + RESAVE_MS).is_some(),
+            "refreshed after a while"
+        );
+        c.grant(p, "r1", (11, 12));
+        assert_eq!(c.unsaved(p, now), Some(("r1".into(), vec![(1, 12)])));
+        c.mark_saved(p, "r1", &[(1, 12)], now);
+        c.grant(p, "r2", (1, 1));
+        assert!(c.unsaved(p, now).is_some(), "a new revision is unsaved");
+        // A stale acknowledgement does not mark a newer permit saved.
+        c.mark_saved(p, "r1", &[(1, 12)], now);
+        assert!(c.unsaved(p, now).is_some());
+        // A permit hydrated from the store is refreshed by the next read, not before.
+        let q = Path::new("/w/b.rs");
+        c.hydrate(q, "s", || Some(("s".into(), vec![(1, 3), (5, 9)])));
+        assert_eq!(c.permit(q), Some(("s".into(), vec![(1, 3), (5, 9)])));
+        assert!(c.unsaved(q, now).is_some());
     }
 
     #[test]

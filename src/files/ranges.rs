@@ -172,7 +172,13 @@ fn range_shape(suffix: &str) -> Option<Shape<'_>> {
 
 /// Newline count, plus one for a final line without a newline.
 pub fn count_lines(bytes: &[u8]) -> usize {
-    let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+    // Counted per 255-byte chunk in a `u8` (it cannot overflow), which the compiler turns
+    // into 16 byte lanes; counting straight into a `usize` widened every byte to 64 bits
+    // and took a quarter of a 10,000-line read.
+    let newlines: usize = bytes
+        .chunks(255)
+        .map(|c| usize::from(c.iter().fold(0u8, |n, &b| n + u8::from(b == b'\n'))))
+        .sum();
     newlines + usize::from(bytes.last().is_some_and(|&b| b != b'\n'))
 }
 

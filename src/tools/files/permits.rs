@@ -34,25 +34,35 @@ pub fn load(
     }
 }
 
-/// Store the session's current permits of `paths` (one transaction for the call).
+/// Store the session's permits of `paths` that the store does not hold yet (one
+/// transaction for the call; none when every read only re-read what was stored).
 pub fn save(ctx: &ToolContext, thread_id: &str, coverage: &Coverage, paths: &[PathBuf]) {
+    let now = unix_ms();
     let permits: Vec<(&Path, StoredPermit)> = paths
         .iter()
         .filter_map(|p| {
             coverage
-                .permit(p)
+                .unsaved(p, now)
                 .map(|(revision, ranges)| (p.as_path(), StoredPermit { revision, ranges }))
         })
         .collect();
+    if permits.is_empty() {
+        return;
+    }
     let saved = ctx
         .sessions
         .store()
         .map_err(|e| format!("{e:?}"))
         .and_then(|s| {
-            s.permits_put(ctx.principal, thread_id, &permits, unix_ms())
+            s.permits_put(ctx.principal, thread_id, &permits, now)
                 .map_err(|e| e.to_string())
         });
-    if let Err(e) = saved {
-        log::warn!("storing read permits: {e}");
+    match saved {
+        Ok(()) => {
+            for (path, p) in &permits {
+                coverage.mark_saved(path, &p.revision, &p.ranges, now);
+            }
+        }
+        Err(e) => log::warn!("storing read permits: {e}"),
     }
 }
