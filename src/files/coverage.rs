@@ -164,8 +164,8 @@ impl Coverage {
         all.entries
             .get(path)
             .filter(|e| {
-                !e.saved_at_ms
-                    .is_some_and(|t| now_ms.saturating_sub(t) < RESAVE_MS)
+                e.saved_at_ms
+                    .is_none_or(|t| now_ms.saturating_sub(t) >= RESAVE_MS)
             })
             .map(|e| (e.revision.clone(), e.ranges.clone()))
     }
