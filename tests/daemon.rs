@@ -293,8 +293,13 @@ fn a_killed_winxd_is_brought_back_by_the_next_call() {
         |p| p.len() == 1,
     );
     assert_ne!(after[0], daemons[0]);
-    let d = b.op_json(&["doctor"]);
-    assert_eq!(d["daemon"]["running"], true, "{d}");
+    // Its process exists before its socket answers: wait for doctor to reach it.
+    let d = eventually(
+        Deadline::hard("winxd answers"),
+        "doctor reaches the new winxd",
+        || b.op_json(&["doctor"]),
+        |d| d["daemon"]["running"] == true,
+    );
     assert_eq!(d["guardians"]["count"], 1, "{d}");
 }
 
