@@ -1,5 +1,14 @@
 //! Process identity that survives pid reuse: (pid, start time in clock ticks since boot).
 
+/// The pid of a process that has ended and been reaped (for tests of dead owners).
+#[cfg(test)]
+pub fn ended_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
 /// This process's identity.
 pub fn this_process() -> (u32, u64) {
     let pid = std::process::id();

@@ -148,12 +148,10 @@ impl Coverage {
         if let Some((stored, ranges)) = load()
             && stored == revision
         {
-            for r in &ranges {
-                self.grant(path, revision, *r);
+            // Left unsaved: the next read writes it back, refreshing its age.
+            for r in ranges {
+                self.grant(path, revision, r);
             }
-            // What the store holds is what is held here: nothing to write back (but it
-            // is refreshed at the next read, as its age is unknown).
-            self.mark_saved(path, revision, &merge(&ranges), i64::MIN / 2);
         }
     }
 

@@ -104,6 +104,24 @@ impl Admission {
         }
     }
 
+    /// The registration row of this admission, owned by `owner` (state `admitting`).
+    pub fn registration(&self, owner: String, now_ms: i64) -> AgentRequest {
+        AgentRequest {
+            principal: self.principal.clone(),
+            request_id: self.request_id.clone(),
+            key_sha256: self.key(),
+            agent_id: self.agent_id.clone(),
+            incarnation: self.incarnation.clone(),
+            return_final: self.return_final,
+            final_timeout_ms: self.final_timeout_ms as i64,
+            prompt_sha256: crate::codex::message_digest(&self.text),
+            owner,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            ..Default::default()
+        }
+    }
+
     /// What is wrong with the request itself, if anything.
     pub fn invalid(&self) -> Option<String> {
         if !valid_request_id(&self.request_id) {
@@ -156,22 +174,7 @@ pub fn admit(store: &Store, a: &Admission, located: Option<&Located>, exe: &Path
     if let Some(why) = a.invalid() {
         return Receipt::rejected(&base, Class::Invalid, &why);
     }
-    let me = crate::process::this_process();
-    let now = unix_ms();
-    let row = AgentRequest {
-        principal: a.principal.clone(),
-        request_id: a.request_id.clone(),
-        key_sha256: a.key(),
-        agent_id: a.agent_id.clone(),
-        incarnation: a.incarnation.clone(),
-        return_final: a.return_final,
-        final_timeout_ms: a.final_timeout_ms as i64,
-        prompt_sha256: crate::codex::message_digest(&a.text),
-        owner: format!("{}:{}", me.0, me.1),
-        created_at_ms: now,
-        updated_at_ms: now,
-        ..Default::default()
-    };
+    let row = a.registration(super::this_owner(), unix_ms());
     let internal = |e: &dyn std::fmt::Display| {
         Receipt::rejected(&base, Class::InternalFailure, &format!("state store: {e}"))
     };
@@ -332,10 +335,7 @@ fn written(
             .as_ref()
             .and_then(|c| c.baseline_provider_turn.clone()),
         deadline_unix_ms: (a.final_timeout_ms > 0).then(|| now + a.final_timeout_ms as i64),
-        owner: {
-            let me = crate::process::this_process();
-            format!("{}:{}", me.0, me.1)
-        },
+        owner: super::this_owner(),
         updated_at_ms: now,
         ..Default::default()
     };

@@ -48,6 +48,17 @@ pub fn capabilities() -> serde_json::Value {
     })
 }
 
+/// A request's owner as stored: the responsible process's `pid:start_time` (a pid alone
+/// may be reused). `reconcile` reads it back.
+pub fn owner_key((pid, start): (u32, u64)) -> String {
+    format!("{pid}:{start}")
+}
+
+/// This process as a request's owner.
+pub fn this_owner() -> String {
+    owner_key(crate::process::this_process())
+}
+
 /// A request id is a UUID in its canonical textual form (any version).
 pub fn valid_request_id(id: &str) -> bool {
     let b = id.as_bytes();

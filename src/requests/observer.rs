@@ -35,7 +35,7 @@ pub struct Spawned {
 impl Spawned {
     /// `pid:start` as the request's owner.
     pub fn owner(&self) -> String {
-        format!("{}:{}", self.identity.0, self.identity.1)
+        super::owner_key(self.identity)
     }
 
     /// Let it follow the request (its row is written). The child is reaped by a thread
@@ -122,8 +122,7 @@ pub fn run(
         .request_get(principal, id)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no request {id}"))?;
-    let me = crate::process::this_process();
-    if row.state != SUBMITTED || row.owner != format!("{}:{}", me.0, me.1) {
+    if row.state != SUBMITTED || row.owner != super::this_owner() {
         // Not handed to us (the admitter died first, or someone else owns it).
         return super::reconcile::one(store, principal, id).map_err(|e| e.to_string());
     }

@@ -72,30 +72,21 @@ mod tests {
     /// What an admitter leaves when it is SIGKILLed after the PTY write and before the
     /// durable `submitted` mark: its registration, `admitting`, owned by a dead process.
     fn crashed_registration(store: &Store, owner: &str) {
-        let a = admission();
-        let row = AgentRequest {
-            principal: a.principal.clone(),
-            request_id: a.request_id.clone(),
-            key_sha256: a.key(),
-            agent_id: a.agent_id.clone(),
-            incarnation: a.incarnation.clone(),
-            return_final: true,
-            prompt_sha256: crate::codex::message_digest(&a.text),
-            owner: owner.into(),
-            ..Default::default()
-        };
-        store.request_register(&row).unwrap();
+        store
+            .request_register(&admission().registration(owner.into(), 0))
+            .unwrap();
+    }
+
+    /// An owner whose process has ended.
+    fn dead_owner() -> String {
+        crate::requests::owner_key((crate::process::ended_pid(), 1))
     }
 
     #[test]
     fn the_crash_window_resolves_as_indeterminate_never_as_a_second_write() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        // A process that has ended (and been reaped) is a dead owner.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        crashed_registration(&store, &format!("{pid}:1"));
+        crashed_registration(&store, &dead_owner());
         // A repeat of the same request settles the registration first, then answers the
         // stored outcome: indeterminate, and no target is even looked at (None).
         let r = admit(
@@ -120,8 +111,7 @@ mod tests {
     fn an_owner_no_process_can_be_is_gone() {
         assert!(owner_gone("4294967295:1"));
         assert!(owner_gone("garbage"));
-        let (pid, start) = crate::process::this_process();
-        assert!(!owner_gone(&format!("{pid}:{start}")));
+        assert!(!owner_gone(&crate::requests::this_owner()));
     }
 
     /// Regression: a reader that saw the registration while the admitter ran, and judged
@@ -131,15 +121,11 @@ mod tests {
     fn a_request_handed_over_since_it_was_read_is_not_settled() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        crashed_registration(&store, &format!("{pid}:1"));
+        crashed_registration(&store, &dead_owner());
         let stale = store.request_get("p", ID).unwrap().unwrap();
-        let (me, start) = crate::process::this_process();
         let handed = AgentRequest {
             state: SUBMITTED.into(),
-            owner: format!("{me}:{start}"),
+            owner: crate::requests::this_owner(),
             ..stale.clone()
         };
         assert!(store.request_written(&handed).unwrap());
@@ -153,8 +139,7 @@ mod tests {
     fn a_live_owner_keeps_its_registration() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (pid, start) = crate::process::this_process();
-        crashed_registration(&store, &format!("{pid}:{start}"));
+        crashed_registration(&store, &crate::requests::this_owner());
         all(&store).unwrap();
         let row = store.request_get("p", ID).unwrap().unwrap();
         assert_eq!(row.state, ADMITTING);

@@ -232,9 +232,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (pid, start) = crate::process::this_process();
         let mine = dir.path().join(format!("host-{pid}-{start}.events.jsonl"));
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let gone_pid = child.id();
-        child.wait().unwrap();
+        let gone_pid = crate::process::ended_pid();
         let gone = dir.path().join(format!("host-{gone_pid}-1.events.jsonl"));
         let other = dir.path().join("notes.txt");
         for p in [&mine, &gone, &other] {

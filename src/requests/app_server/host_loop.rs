@@ -349,7 +349,7 @@ impl Host {
                 return;
             }
         };
-        let owner = format!("{}:{}", self.me.0, self.me.1);
+        let owner = crate::requests::owner_key(self.me);
         match row {
             Some(r) if r.state == SUBMITTED && r.owner == owner => {
                 p.handed = true;

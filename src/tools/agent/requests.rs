@@ -308,18 +308,28 @@ fn watch(store: &Store, p: &str, action: &Map<String, Value>) -> Result<ToolOutp
             .ok_or_else(|| bad("timeout_seconds must be a number 0..=30"))?,
     };
     let deadline = Deadline::after("request watch", Duration::from_secs_f64(seconds));
-    // Observers write the state directory: its changes wake the wait.
-    let watcher = Watcher::new().map_err(store_err)?;
-    if let Some(dir) = store.path().parent() {
-        watcher.dir(dir).map_err(store_err)?;
-    }
+    // Observers write the state directory (and touch its signal file after each terminal
+    // event): its changes wake the wait. Armed only for a wait, then the stream is read
+    // again so an event committed meanwhile is not slept through.
+    let mut watcher: Option<Watcher> = None;
     let events = loop {
         reconcile::all(store).map_err(store_err)?;
         let batch = store
             .request_events_after(p, after, limit)
             .map_err(store_err)?;
-        if !batch.is_empty() || watcher.wait(&deadline) == Wake::TimedOut {
+        if !batch.is_empty() || deadline.expired() {
             break batch;
+        }
+        match &watcher {
+            None => {
+                let w = Watcher::new().map_err(store_err)?;
+                if let Some(dir) = store.path().parent() {
+                    w.dir(dir).map_err(store_err)?;
+                }
+                watcher = Some(w);
+            }
+            Some(w) if w.wait(&deadline) == Wake::TimedOut => break batch,
+            Some(_) => {}
         }
     };
     let next_after = events.last().map_or(after, |e| e.seq);
