@@ -1,11 +1,21 @@
-//! A connection to one guardian: hello, one request, one (possibly deferred) response.
+//! Talking to one guardian: hello, then requests, each with one (possibly deferred)
+//! response. A connection whose answer was read whole goes back to the client's small
+//! pool, so the next call skips connect, hello and accept (two of them per `BashCommand`:
+//! the snapshot and the action). Clones of a client share its pool.
 
 use crate::wire::guardian::{Facts, PROTOCOL, Request, Response, Wait};
 use crate::wire::{Hello, encode_frame, read_frame};
-use std::io::Write;
+use parking_lot::Mutex;
+use std::io::{BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Idle connections kept per guardian: one per concurrent caller of a session is plenty
+/// (a session runs one foreground command); the rest are closed after use.
+const POOL_MAX: usize = 4;
 
 /// Slack added to a request's own wait before the client gives up on the guardian. The
 /// guardian enforces the wait itself; this only bounds a guardian that stopped answering.
@@ -75,20 +85,80 @@ impl std::fmt::Display for FactsError {
 #[derive(Clone, Debug)]
 pub struct GuardianClient {
     pub socket: PathBuf,
+    /// Greeted connections whose last answer was read whole, most recent last.
+    idle: Arc<Mutex<Vec<Conn>>>,
+}
+
+/// A greeted connection and the read timeout last set on it (each set is a syscall).
+#[derive(Debug)]
+struct Conn {
+    /// Frames are read through a buffer: a length and its body (and, on a new connection,
+    /// the hello and the answer) usually arrive in one read.
+    reader: BufReader<UnixStream>,
+    read_timeout: Duration,
+}
+
+impl Conn {
+    fn set_read_timeout(&mut self, t: Duration) -> std::io::Result<()> {
+        if self.read_timeout != t {
+            self.reader.get_ref().set_read_timeout(Some(t))?;
+            self.read_timeout = t;
+        }
+        Ok(())
+    }
+
+    /// An idle connection is usable when nothing is waiting on it: the guardian has not
+    /// hung up (ended, or restarted on the same path) and sent nothing unasked.
+    fn usable(&self) -> bool {
+        if !self.reader.buffer().is_empty() {
+            return false;
+        }
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local buffer on an open socket.
+        let n = unsafe {
+            nix::libc::recv(
+                self.reader.get_ref().as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                nix::libc::MSG_PEEK | nix::libc::MSG_DONTWAIT,
+            )
+        };
+        n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+    }
 }
 
 impl GuardianClient {
     pub fn new(socket: &Path) -> GuardianClient {
         GuardianClient {
             socket: socket.to_path_buf(),
+            idle: Arc::default(),
+        }
+    }
+
+    /// A pooled connection that is still usable, if any (unusable ones are closed).
+    fn pooled(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock();
+        while let Some(c) = idle.pop() {
+            if c.usable() {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn release(&self, c: Conn) {
+        let mut idle = self.idle.lock();
+        if idle.len() < POOL_MAX {
+            idle.push(c);
         }
     }
 
     /// Send `Shutdown` and wait (up to `linger`) until the guardian has really ended: its
     /// side of the connection closes only when its event loop is gone.
     pub fn shutdown_and_wait(&self, linger: Duration) -> Result<Response, ClientError> {
-        let (resp, mut s) = self.exchange(&Request::Shutdown, Duration::ZERO)?;
-        let _ = s.set_read_timeout(Some(linger));
+        let (resp, c) = self.exchange(&Request::Shutdown, Duration::ZERO)?;
+        let mut s = c.reader;
+        let _ = s.get_ref().set_read_timeout(Some(linger));
         let mut sink = [0u8; 64];
         loop {
             // A socket read with a timeout is not restarted after a signal (SIGCHLD when
@@ -127,62 +197,187 @@ impl GuardianClient {
     pub fn try_call(&self, req: &Request, wait: Duration) -> Result<Response, SendError> {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
         let unsent = |error| SendError { error, sent: false };
-        let mut s = UnixStream::connect(&self.socket).map_err(|e| unsent(gone(e)))?;
-        s.set_write_timeout(Some(ANSWER_SLACK))
-            .map_err(|e| unsent(gone(e)))?;
-        s.set_read_timeout(Some(ANSWER_SLACK))
-            .map_err(|e| unsent(gone(e)))?;
-        // Hello first, alone, so a guardian of another protocol never sees the request.
-        let mut out = Vec::new();
-        encode_frame(&mut out, &Hello::new(PROTOCOL, "adapter")).map_err(|e| unsent(gone(e)))?;
-        s.write_all(&out).map_err(|e| unsent(gone(e)))?;
-        let hello: Hello = read_frame(&mut s).map_err(|e| unsent(gone(e)))?;
-        if hello.protocol != PROTOCOL {
-            return Err(unsent(ClientError::Protocol {
-                build: hello.build,
-                theirs: hello.protocol,
-            }));
-        }
         let sent = |error| SendError { error, sent: true };
-        out.clear();
+        let mut out = Vec::new();
         encode_frame(&mut out, req).map_err(|e| unsent(gone(e)))?;
-        s.write_all(&out).map_err(|e| sent(gone(e)))?;
-        s.set_read_timeout(Some(wait + ANSWER_SLACK))
+        let mut c = match self.reuse(&out) {
+            Some(c) => c,
+            None => {
+                let mut c = self.connect().map_err(|e| unsent(gone(e)))?;
+                // Hello first, alone, so a guardian of another protocol never sees the
+                // request.
+                let mut hello = Vec::new();
+                encode_frame(&mut hello, &Hello::new(PROTOCOL, "adapter"))
+                    .map_err(|e| unsent(gone(e)))?;
+                c.reader
+                    .get_mut()
+                    .write_all(&hello)
+                    .map_err(|e| unsent(gone(e)))?;
+                let hello: Hello = read_frame(&mut c.reader).map_err(|e| unsent(gone(e)))?;
+                if hello.protocol != PROTOCOL {
+                    return Err(unsent(ClientError::Protocol {
+                        build: hello.build,
+                        theirs: hello.protocol,
+                    }));
+                }
+                c.reader
+                    .get_mut()
+                    .write_all(&out)
+                    .map_err(|e| sent(gone(e)))?;
+                c
+            }
+        };
+        c.set_read_timeout(wait + ANSWER_SLACK)
             .map_err(|e| sent(gone(e)))?;
-        read_frame(&mut s).map_err(|e| sent(gone(e)))
+        let resp = read_frame(&mut c.reader).map_err(|e| sent(gone(e)))?;
+        self.release(c);
+        Ok(resp)
     }
 
     /// Send `req`, waiting up to `wait` plus slack for the answer.
     pub fn call(&self, req: &Request, wait: Duration) -> Result<Response, ClientError> {
-        self.exchange(req, wait).map(|(r, _)| r)
+        let (resp, c) = self.exchange(req, wait)?;
+        self.release(c);
+        Ok(resp)
     }
 
-    fn exchange(
-        &self,
-        req: &Request,
-        wait: Duration,
-    ) -> Result<(Response, UnixStream), ClientError> {
+    /// A pooled connection with `frame` written to it. A write that fails means the
+    /// guardian closed its end before reading anything: the request never arrived.
+    fn reuse(&self, frame: &[u8]) -> Option<Conn> {
+        let mut c = self.pooled()?;
+        c.reader.get_mut().write_all(frame).ok()?;
+        Some(c)
+    }
+
+    fn connect(&self) -> std::io::Result<Conn> {
+        let stream = UnixStream::connect(&self.socket)?;
+        stream.set_write_timeout(Some(ANSWER_SLACK))?;
+        stream.set_read_timeout(Some(ANSWER_SLACK))?;
+        Ok(Conn {
+            reader: BufReader::new(stream),
+            read_timeout: ANSWER_SLACK,
+        })
+    }
+
+    fn exchange(&self, req: &Request, wait: Duration) -> Result<(Response, Conn), ClientError> {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
-        let mut s = UnixStream::connect(&self.socket).map_err(gone)?;
-        s.set_write_timeout(Some(ANSWER_SLACK)).map_err(gone)?;
-        s.set_read_timeout(Some(ANSWER_SLACK)).map_err(gone)?;
-        // The request follows the hello without waiting for the guardian's: one round trip
-        // per call. A guardian speaking another protocol answers its hello and closes,
-        // discarding the request unread.
         let mut out = Vec::new();
-        encode_frame(&mut out, &Hello::new(PROTOCOL, "adapter")).map_err(gone)?;
         encode_frame(&mut out, req).map_err(gone)?;
-        s.write_all(&out).map_err(gone)?;
-        let hello: Hello = read_frame(&mut s).map_err(gone)?;
-        if hello.protocol != PROTOCOL {
-            return Err(ClientError::Protocol {
-                build: hello.build,
-                theirs: hello.protocol,
-            });
+        let mut c = match self.reuse(&out) {
+            Some(c) => c,
+            None => {
+                let mut c = self.connect().map_err(gone)?;
+                // The request follows the hello without waiting for the guardian's: one
+                // round trip per call. A guardian speaking another protocol answers its
+                // hello and closes, discarding the request unread.
+                let mut first = Vec::with_capacity(out.len() + 96);
+                encode_frame(&mut first, &Hello::new(PROTOCOL, "adapter")).map_err(gone)?;
+                first.extend_from_slice(&out);
+                c.reader.get_mut().write_all(&first).map_err(gone)?;
+                let hello: Hello = read_frame(&mut c.reader).map_err(gone)?;
+                if hello.protocol != PROTOCOL {
+                    return Err(ClientError::Protocol {
+                        build: hello.build,
+                        theirs: hello.protocol,
+                    });
+                }
+                c
+            }
+        };
+        c.set_read_timeout(wait + ANSWER_SLACK).map_err(gone)?;
+        let resp = read_frame(&mut c.reader).map_err(gone)?;
+        Ok((resp, c))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A guardian stand-in: greets each connection and answers each request `Done`,
+    /// closing every connection after `answers_per_conn` answers. Reports each accept,
+    /// and each close.
+    fn fake_guardian(
+        listener: UnixListener,
+        answers_per_conn: usize,
+    ) -> (
+        crossbeam_channel::Receiver<()>,
+        crossbeam_channel::Receiver<()>,
+    ) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (closed_tx, closed) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                let _ = tx.send(());
+                serve(&mut s, answers_per_conn);
+                drop(s);
+                let _ = closed_tx.send(());
+            }
+        });
+        (rx, closed)
+    }
+
+    fn serve(s: &mut UnixStream, answers_per_conn: usize) {
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let hello: std::io::Result<Hello> = read_frame(&mut reader);
+        if hello.is_err() {
+            return;
         }
-        s.set_read_timeout(Some(wait + ANSWER_SLACK))
-            .map_err(gone)?;
-        let resp = read_frame(&mut s).map_err(gone)?;
-        Ok((resp, s))
+        let mut out = Vec::new();
+        encode_frame(&mut out, &Hello::new(PROTOCOL, "guardian")).unwrap();
+        s.write_all(&out).unwrap();
+        for _ in 0..answers_per_conn {
+            let req: std::io::Result<Request> = read_frame(&mut reader);
+            if req.is_err() {
+                return;
+            }
+            out.clear();
+            encode_frame(&mut out, &Response::Done).unwrap();
+            s.write_all(&out).unwrap();
+        }
+    }
+
+    #[test]
+    fn calls_reuse_one_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("g.sock");
+        let (accepted, _) = fake_guardian(UnixListener::bind(&socket).unwrap(), usize::MAX);
+        let client = GuardianClient::new(&socket);
+        let shared = client.clone();
+        for c in [&client, &shared, &client] {
+            let r = c.call(&Request::Snapshot, Duration::ZERO).unwrap();
+            assert!(matches!(r, Response::Done), "{r:?}");
+        }
+        let r = client.try_call(&Request::Snapshot, Duration::ZERO).unwrap();
+        assert!(matches!(r, Response::Done), "{r:?}");
+        assert_eq!(
+            accepted.try_iter().count(),
+            1,
+            "one connection for four calls"
+        );
+    }
+
+    #[test]
+    fn a_pooled_connection_the_guardian_closed_is_replaced_not_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("g.sock");
+        // Every connection ends after one answer, as when a guardian restarts on the same
+        // path between two calls.
+        let (accepted, closed) = fake_guardian(UnixListener::bind(&socket).unwrap(), 1);
+        let client = GuardianClient::new(&socket);
+        for i in 0..3 {
+            let r = client.call(&Request::Snapshot, Duration::ZERO);
+            assert!(matches!(r, Ok(Response::Done)), "call {i}: {r:?}");
+            accepted
+                .recv_timeout(ANSWER_SLACK)
+                .expect("a connection per call");
+            closed
+                .recv_timeout(ANSWER_SLACK)
+                .expect("closed after its answer");
+        }
+        let r = client.try_call(&Request::Snapshot, Duration::ZERO);
+        assert!(matches!(r, Ok(Response::Done)), "{r:?}");
     }
 }
