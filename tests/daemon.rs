@@ -326,7 +326,13 @@ fn a_winxd_of_another_build_is_replaced_and_older_guardians_are_flagged() {
         |p| p.len() == 1 && p[0] != old_daemons[0],
     );
     assert_eq!(now.len(), 1);
-    let d = b.op_json(&["doctor"]);
+    // Its process exists before its socket answers: wait for doctor to reach it.
+    let d = eventually(
+        Deadline::hard("winxd answers"),
+        "doctor reaches the new winxd",
+        || b.op_json(&["doctor"]),
+        |d| d["daemon"]["running"] == true,
+    );
     assert_eq!(d["daemon"]["mixed_build"], false, "{d}");
     assert_eq!(d["guardians"]["count"], 1, "{d}");
     assert_eq!(d["guardians"]["mixed_builds"], true, "{d}");

@@ -381,3 +381,33 @@ fn a_directory_replaced_by_a_symlink_is_never_followed() {
     assert_eq!(data(&r)["temporary"]["recreated"], true, "{r}");
     assert!(dir.is_dir());
 }
+
+/// A command is judged where the shell is when it runs, not where this adapter last saw
+/// it: another adapter on the same session moves the shell between two calls. The
+/// adapter judges against what it remembers and sends that along; the guardian refuses
+/// a command whose remembered directory no longer holds, and the adapter judges again.
+#[test]
+fn a_command_is_judged_where_the_shell_is_now_not_where_it_was() {
+    let mut a = spawn("daemon");
+    let s = a.first_call();
+    std::fs::create_dir(a.workspace.join("sub")).unwrap();
+    let r = a.bash(&s, json!({"command": "true"}));
+    assert!(sc(&r)["errorCode"].is_null(), "{r}");
+    let mut b = support::restart_adapter(&a, "daemon");
+    let sb = b.first_call();
+    assert_eq!(sb["data"]["thread_id"], s["data"]["thread_id"], "{sb}");
+    let r = b.bash(&sb, json!({"command": "cd sub"}));
+    assert!(sc(&r)["errorCode"].is_null(), "{r}");
+    // A scratch name is refused at the project root only: in sub/ it is an ordinary file.
+    let r = a.bash(&s, json!({"command": "echo x > scratch.txt; pwd"}));
+    assert!(sc(&r)["errorCode"].is_null(), "{r}");
+    assert!(a.workspace.join("sub/scratch.txt").exists(), "{r}");
+    let r = b.bash(&sb, json!({"command": "cd .."}));
+    assert!(sc(&r)["errorCode"].is_null(), "{r}");
+    // A last saw the shell in sub/; it is at the root now.
+    let r = a.bash(&s, json!({"command": "echo x > scratch.txt"}));
+    assert_eq!(sc(&r)["errorCode"], "temporary_artifact_policy", "{r}");
+    assert!(!a.workspace.join("scratch.txt").exists(), "nothing was run");
+    let r = a.bash(&s, json!({"command": "pwd"}));
+    assert!(text(&r).starts_with(&a.ws()), "{r}");
+}

@@ -375,10 +375,21 @@ impl EventLoop {
         match req {
             Request::Snapshot => self.respond(client, &Response::Snapshot(self.session.snapshot())),
             Request::Run {
+                expect: Some(e), ..
+            } if !e.holds(
+                std::process::id(),
+                self.session.clocks.created_ms,
+                &self.session.cwd,
+            ) =>
+            {
+                self.respond(client, &Response::Stale(self.session.snapshot()))
+            }
+            Request::Run {
                 command,
                 background: false,
                 wait,
                 scope,
+                ..
             } => match self.session.run_foreground(&command, scope) {
                 Ok(()) => self.wait_for(client, None, wait),
                 Err(e) => self.respond(client, &Response::Error(e)),
@@ -388,6 +399,7 @@ impl EventLoop {
                 background: true,
                 wait,
                 scope,
+                ..
             } => match self.session.run_background(&command, scope) {
                 Ok(id) => self.wait_for(client, Some(id), wait),
                 Err(e) => self.respond(client, &Response::Error(e)),

@@ -57,6 +57,7 @@ fn run(f: &Fixture, cmd: &str) -> ActionResult {
         background: false,
         wait: wait(10_000),
         scope: None,
+        expect: None,
     };
     match f.client.call(&req, Duration::from_secs(10)).unwrap() {
         Response::Action(a) => a,
@@ -79,4 +80,48 @@ fn runs_commands_with_exit_codes_and_cwd() {
     let fake = run(&f, "printf '\\033]6973;0000;0;/fake\\007'; echo done");
     assert_eq!(fake.state.cwd, "/tmp");
     assert!(fake.output.contains("done"));
+}
+
+#[test]
+fn a_run_whose_expectation_no_longer_holds_is_not_run() {
+    use crate::wire::guardian::Expect;
+    let f = start();
+    let snap = match f.client.call(&Request::Snapshot, Duration::from_secs(5)) {
+        Ok(Response::Snapshot(s)) => s,
+        other => panic!("{other:?}"),
+    };
+    let marker = format!("{}/ran", f.ws);
+    let run_expecting = |expect: Expect| Request::Run {
+        command: format!("touch {marker}"),
+        background: false,
+        wait: wait(10_000),
+        scope: None,
+        expect: Some(expect),
+    };
+    let moved = Expect {
+        cwd: "/elsewhere".into(),
+        ..Expect::of(&snap)
+    };
+    let other_guardian = Expect {
+        created_at_ms: snap.created_at_ms - 1,
+        ..Expect::of(&snap)
+    };
+    for stale in [moved, other_guardian] {
+        match f
+            .client
+            .call(&run_expecting(stale), Duration::from_secs(10))
+        {
+            Ok(Response::Stale(now)) => assert_eq!(now.cwd, f.ws),
+            other => panic!("{other:?}"),
+        }
+        assert!(!std::path::Path::new(&marker).exists(), "nothing ran");
+    }
+    match f
+        .client
+        .call(&run_expecting(Expect::of(&snap)), Duration::from_secs(10))
+    {
+        Ok(Response::Action(r)) => assert_eq!(r.state.exit_code, Some(0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(std::path::Path::new(&marker).exists());
 }

@@ -9,7 +9,7 @@ use crate::deadline::Deadline;
 use crate::guardian::{self, Dialect, ShellSpec};
 pub use crate::ipc::{ClientError, GuardianClient};
 pub use crate::wire::error::RuntimeError;
-use crate::wire::guardian::{Labels, Request, Response, Snapshot};
+use crate::wire::guardian::{Labels, RUN_EXPECT, Request, Response, Snapshot};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -62,11 +62,16 @@ pub struct Ensured {
     pub snapshot: Snapshot,
     /// A new shell was started (rather than attaching to a live one).
     pub created: bool,
+    /// `snapshot` was remembered, not asked for (`attach_remembered`): it may be stale.
+    pub remembered: bool,
 }
 
 pub struct Runtime {
     cfg: RuntimeConfig,
     guardians: Mutex<HashMap<String, GuardianClient>>,
+    /// Per session, the state a finished command left (`remember`): the next command is
+    /// judged against it and sent with an `Expect`, without asking for a snapshot first.
+    remembered: Mutex<HashMap<String, Snapshot>>,
     /// One start at a time per session key (`starting`).
     starting: starting::StartLocks,
     /// When the next winxd check may run, and whether one is running.
@@ -91,6 +96,7 @@ impl Runtime {
         Runtime {
             cfg,
             guardians: Mutex::new(HashMap::new()),
+            remembered: Mutex::new(HashMap::new()),
             starting: Default::default(),
             next_check: Mutex::new(None),
             checking: Arc::new(AtomicBool::new(false)),
@@ -183,16 +189,47 @@ impl Runtime {
                 self.guardians
                     .lock()
                     .insert(key.to_string(), client.clone());
+                self.remember(key, snapshot.clone());
                 Some(Ensured {
                     client,
                     snapshot,
                     created: false,
+                    remembered: false,
                 })
             }
             _ => {
-                self.guardians.lock().remove(key);
+                self.forget(key);
                 None
             }
+        }
+    }
+
+    /// Like `attach`, but a snapshot remembered for `key` (`remember`) serves instead of
+    /// asking the guardian, once. It may be stale: judge a command against it only to send
+    /// that command with its `Expect`, which the guardian checks (`Response::Stale`).
+    pub fn attach_remembered(&self, key: &str) -> Option<Ensured> {
+        let remembered = self.remembered.lock().remove(key);
+        let client = self.guardians.lock().get(key).cloned();
+        match (remembered, client) {
+            (Some(snapshot), Some(client)) => {
+                self.watch_daemon();
+                Some(Ensured {
+                    client,
+                    snapshot,
+                    created: false,
+                    remembered: true,
+                })
+            }
+            _ => self.attach(key),
+        }
+    }
+
+    /// Remember the state of `key` (as a snapshot or a finished command showed it), for
+    /// the next `attach_remembered`. Only guardians that check an `Expect` are remembered.
+    pub fn remember(&self, key: &str, snapshot: Snapshot) {
+        let checks = snapshot.capabilities.iter().any(|c| c == RUN_EXPECT);
+        if checks && self.guardians.lock().contains_key(key) {
+            self.remembered.lock().insert(key.to_string(), snapshot);
         }
     }
 
@@ -253,6 +290,7 @@ impl Runtime {
             client,
             snapshot,
             created: true,
+            remembered: false,
         })
     }
 
@@ -293,6 +331,12 @@ impl Runtime {
     /// Forget a guardian this process knows (after it reported gone).
     pub fn forget(&self, key: &str) {
         self.guardians.lock().remove(key);
+        self.unremember(key);
+    }
+
+    /// Drop what was remembered of `key` (its shell may be anywhere now).
+    pub fn unremember(&self, key: &str) {
+        self.remembered.lock().remove(key);
     }
 }
 

@@ -29,6 +29,10 @@ pub enum Request {
         /// adapter can record a command whose admitting adapter died before it could.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<ExecScope>,
+        /// Run only if the session is still what the caller judged the command against
+        /// (`Response::Stale` otherwise); guardians with the `run_expect` capability.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect: Option<Expect>,
     },
     /// Undelivered output and state of the foreground command or a background one.
     Status { bg_id: Option<String>, wait: Wait },
@@ -88,7 +92,37 @@ pub enum Request {
 /// What this build's guardians can do beyond protocol 1, listed in `Snapshot`.
 /// `temp_dir`: shells export `WINX_TEMP_DIR` (a guardian without it predates the managed
 /// temporary directory, so `release_temporary` cannot rely on it).
-pub const CAPABILITIES: &[&str] = &["prompt", "codex_admit", "temp_dir"];
+pub const CAPABILITIES: &[&str] = &["prompt", "codex_admit", "temp_dir", RUN_EXPECT];
+
+/// The capability of checking `Run`'s `expect` (answering `Response::Stale`).
+pub const RUN_EXPECT: &str = "run_expect";
+
+/// What an adapter judged a command against (its mode, its temporary-directory rules, its
+/// history record): the guardian it saw and the shell's directory then. A `Run` carrying
+/// it runs only if both still hold, so an adapter may judge against a remembered snapshot
+/// instead of asking for a fresh one before every command.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Expect {
+    pub guardian_pid: u32,
+    pub created_at_ms: i64,
+    pub cwd: String,
+}
+
+impl Expect {
+    pub fn of(s: &Snapshot) -> Expect {
+        Expect {
+            guardian_pid: s.guardian_pid,
+            created_at_ms: s.created_at_ms,
+            cwd: s.cwd.clone(),
+        }
+    }
+
+    /// Whether the session of guardian `pid` (started at `created_at_ms`), whose shell is
+    /// in `cwd`, is the one this expectation was formed against.
+    pub fn holds(&self, pid: u32, created_at_ms: i64, cwd: &str) -> bool {
+        self.guardian_pid == pid && self.created_at_ms == created_at_ms && self.cwd == cwd
+    }
+}
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -297,6 +331,8 @@ pub enum Response {
         targets: Vec<super::codex::CodexTarget>,
     },
     CodexAdmitted(super::codex::CodexAdmitReply),
+    /// A `Run` whose `expect` no longer held was not run: the session as it is now.
+    Stale(Snapshot),
     Error(GuardianError),
 }
 

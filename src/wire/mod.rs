@@ -176,6 +176,7 @@ mod fuzz {
                     background,
                     wait,
                     scope: None,
+                    expect: None,
                 }
             }),
             (id.clone(), arb_wait()).prop_map(|(bg_id, wait)| Request::Status { bg_id, wait }),

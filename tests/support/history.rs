@@ -5,6 +5,7 @@
 
 use super::{Agent, sc};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// An adapter of runtime `rt` ("daemon", "embedded", or "zsh" for the daemon with zsh).
 pub fn spawn_with(rt: &str, extra: &[(&str, &str)]) -> Agent {
@@ -35,9 +36,12 @@ pub fn id_of(r: &Value) -> String {
 /// Wait (through the history) until `id` exited and its output is fully recorded: observe
 /// it, then wait from that observation's catalog position, so no change slips by unseen.
 pub fn until_recorded(a: &mut Agent, s: &Value, id: &str) {
-    // At most 12 waits of 10 s: a record that does not settle in two minutes is a bug.
+    // Each wait ends at the next change (an output flood changes it every few ms), so the
+    // number of waits is not bounded: the time is. A record that does not settle in two
+    // minutes is a bug.
+    let deadline = super::wait::Deadline::after("recorded", Duration::from_secs(120));
     let mut last = Value::Null;
-    for _ in 0..12 {
+    while !deadline.passed() {
         let r = exec(
             a,
             s,
@@ -53,7 +57,7 @@ pub fn until_recorded(a: &mut Agent, s: &Value, id: &str) {
             json!({"type": "wait", "execution_ids": [id], "after": after, "timeout_seconds": 10});
         exec(a, s, wait);
     }
-    panic!("{id} was never completely recorded; last seen {last}");
+    panic!("{id} was never completely recorded by {deadline}; last seen {last}");
 }
 
 /// Every retained output byte of `id`, read in 64 KiB pages; panics on a retention gap.

@@ -19,12 +19,18 @@ use crate::session::{Binding, Mode};
 use crate::shell::cmdpolicy;
 use crate::tools::name::ToolName;
 use crate::usage::Phase;
-use crate::wire::guardian::{GuardianError, ProcessStatus, Request, Response, Wait};
+use crate::wire::guardian::{
+    Expect, GuardianError, ProcessStatus, RUN_EXPECT, Request, Response, Snapshot, Wait,
+};
 use action::{Action, POLICIES};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
 const TOOL: ToolName = ToolName::BashCommand;
+/// A command whose `Expect` no longer held is judged again against the fresh state this
+/// many times before the call gives up (only a shell changing directory on its own, or
+/// a guardian replaced again and again, gets that far).
+const STALE_RETRIES: usize = 3;
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     match start(ctx, map, TaskMode::Inline)? {
@@ -99,22 +105,27 @@ pub fn start(
     }
     let key = session_key(ctx.principal, &binding.thread_id);
     let inspecting = ctx.trace.phase(Phase::RuntimeInspection);
-    let ensured = ctx
-        .runtime
-        .attach(&key)
-        .ok_or_else(|| ToolError::ShellUnavailable {
-            detail:
-                "no live shell for this session (the adapter restarted or the shell was killed)"
-                    .into(),
-            pair: pair.clone(),
-        })?;
-    drop(inspecting);
-    let running = ensured.snapshot.running.is_some();
-    enforce_mode(&binding, &act, running)?;
-    if let Some(line) = shell_line(&binding, &act, running)? {
-        let cwd = &ensured.snapshot.cwd;
-        crate::tools::temporary::before_command(ctx, &binding, &pair, line, cwd)?;
+    // A command may be judged against the state the previous one left: it travels with
+    // an `Expect` the guardian checks, so a stale judgement is redone, never acted on.
+    let attached = match act {
+        Action::Command { .. } => ctx.runtime.attach_remembered(&key),
+        _ => ctx.runtime.attach(&key),
+    };
+    let no_shell = || ToolError::ShellUnavailable {
+        detail: "no live shell for this session (the adapter restarted or the shell was killed)"
+            .into(),
+        pair: pair.clone(),
+    };
+    let mut ensured = attached.ok_or_else(no_shell)?;
+    if let Err(refused) = judge(ctx, &binding, &pair, &act, &ensured.snapshot) {
+        // Refused against a remembered state: only the session as it is now may refuse.
+        if !ensured.remembered {
+            return Err(refused);
+        }
+        ensured = ctx.runtime.attach(&key).ok_or_else(no_shell)?;
+        judge(ctx, &binding, &pair, &act, &ensured.snapshot)?;
     }
+    drop(inspecting);
     if let Action::Turn { wait, recognizer } = &act {
         let budget = Duration::from_millis(plan.timeout_ms);
         let mut out = turn::run(ctx, &ensured.client, &pair, *wait, recognizer, budget)?;
@@ -125,50 +136,31 @@ pub fn start(
         timeout_ms: plan.timeout_ms,
         settle_ms: plan.settle_ms,
     };
-    let req = match &act {
-        Action::Command {
-            command,
-            background,
-        } => Request::Run {
-            command: command.clone(),
-            background: *background,
-            wait,
-            scope: Some(record::scope(ctx, &pair)),
-        },
-        Action::StatusCheck { bg } => Request::Status {
-            bg_id: bg.clone(),
-            wait,
-        },
-        Action::Input { bytes, bg, .. } => Request::Input {
-            bytes: bytes.clone(),
-            bg_id: bg.clone(),
-            wait,
-        },
-        Action::Screen { lines, diff } => Request::Screen {
-            lines: *lines,
-            diff: *diff,
-        },
-        // Answered above; kept as a refusal rather than a panic should that ever change.
-        Action::Turn { .. } => {
-            return Err(ToolError::InvalidInput {
-                detail: "inspect and wait_for_turn take no guardian request".into(),
-            });
-        }
-    };
     let waiting = ctx.trace.phase(Phase::Wait);
-    let resp = ensured
-        .client
-        .call(&req, Duration::from_millis(plan.timeout_ms))
-        .map_err(|e| {
-            if matches!(e, ClientError::Gone(_)) {
-                ctx.runtime.forget(&key);
-            }
-            ToolError::runtime(e.into(), pair.clone())
-        })?;
+    let send = |snapshot: &Snapshot| {
+        let req = request(ctx, &pair, &act, wait, snapshot)?;
+        ensured
+            .client
+            .call(&req, Duration::from_millis(plan.timeout_ms))
+            .map_err(|e| {
+                if matches!(e, ClientError::Gone(_)) {
+                    ctx.runtime.forget(&key);
+                }
+                ToolError::runtime(e.into(), pair.clone())
+            })
+    };
+    let mut resp = send(&ensured.snapshot)?;
+    for _ in 0..STALE_RETRIES {
+        let Response::Stale(now) = resp else { break };
+        judge(ctx, &binding, &pair, &act, &now)?;
+        resp = send(&now)?;
+        ensured.snapshot = now;
+    }
     drop(waiting);
     if let (Action::Command { command, .. }, Response::Action(r)) = (&act, &resp) {
         record::admitted(ctx, &pair, &key, &ensured, command, r);
     }
+    remember(ctx, &key, &ensured.snapshot, &resp);
     let done = |mut out: ToolOutput| {
         crate::tools::temporary::after_action(ctx, &binding, &mut out);
         Ok(Step::Done(out))
@@ -192,11 +184,101 @@ pub fn start(
             secrets,
         } => done(render::screen(ctx, text, (rows, cols), &secrets)),
         Response::Error(e) => Err(guardian_error(e, pair)),
+        Response::Stale(_) => Err(ToolError::ShellUnavailable {
+            detail: format!(
+                "the session's shell kept changing directory while this command was checked \
+                 ({STALE_RETRIES} tries); nothing was run"
+            ),
+            pair,
+        }),
         other => Err(ToolError::ShellUnavailable {
             detail: format!("unexpected guardian answer {other:?}"),
             pair,
         }),
     }
+}
+
+/// What the shell is like after `resp`, for the next command's judgement: where a
+/// foreground command or input that finished left it; unknown while one runs.
+fn remember(ctx: &ToolContext, key: &str, before: &Snapshot, resp: &Response) {
+    let Response::Action(r) = resp else { return };
+    if r.state.bg_command_id.is_some() {
+        return;
+    }
+    match r.state.process_status {
+        ProcessStatus::Exited | ProcessStatus::Idle => {
+            let mut after = before.clone();
+            after.cwd.clone_from(&r.state.cwd);
+            after.running = None;
+            ctx.runtime.remember(key, after);
+        }
+        _ => ctx.runtime.unremember(key),
+    }
+}
+
+/// Apply the session's mode and the temporary-directory rules to what `act` would run,
+/// in the session as `snapshot` shows it.
+fn judge(
+    ctx: &ToolContext,
+    binding: &Binding,
+    pair: &SessionPair,
+    act: &Action,
+    snapshot: &Snapshot,
+) -> Result<(), ToolError> {
+    let running = snapshot.running.is_some();
+    enforce_mode(binding, act, running)?;
+    if let Some(line) = shell_line(binding, act, running)? {
+        crate::tools::temporary::before_command(ctx, binding, pair, line, &snapshot.cwd)?;
+    }
+    Ok(())
+}
+
+/// The guardian request of `act`; a command carries the `Expect` of the `snapshot` it was
+/// judged against, when the guardian checks one.
+fn request(
+    ctx: &ToolContext,
+    pair: &SessionPair,
+    act: &Action,
+    wait: Wait,
+    snapshot: &Snapshot,
+) -> Result<Request, ToolError> {
+    let expect = snapshot
+        .capabilities
+        .iter()
+        .any(|c| c == RUN_EXPECT)
+        .then(|| Expect::of(snapshot));
+    Ok(match act {
+        Action::Command {
+            command,
+            background,
+        } => Request::Run {
+            command: command.clone(),
+            background: *background,
+            wait,
+            scope: Some(record::scope(ctx, pair)),
+            expect,
+        },
+        Action::StatusCheck { bg } => Request::Status {
+            bg_id: bg.clone(),
+            wait,
+        },
+        Action::Input { bytes, bg, .. } => Request::Input {
+            bytes: bytes.clone(),
+            bg_id: bg.clone(),
+            wait,
+        },
+        Action::Screen { lines, diff } => Request::Screen {
+            lines: *lines,
+            diff: *diff,
+        },
+        // Answered before any request; kept as a refusal rather than a panic should that
+        // ever change.
+        Action::Turn { .. } => {
+            return Err(ToolError::InvalidInput {
+                detail: "inspect and wait_for_turn take no guardian request".into(),
+            });
+        }
+    })
 }
 
 fn guardian_error(e: GuardianError, pair: SessionPair) -> ToolError {

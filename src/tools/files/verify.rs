@@ -67,6 +67,7 @@ pub fn verify_after(
             settle_ms: None,
         },
         scope: Some(crate::tools::bash::record::scope(ctx, pair)),
+        expect: None,
     };
     let outcome = match ctx.runtime.attach(&key) {
         Some(e) => {
