@@ -286,3 +286,37 @@ fn a_locked_history_database_is_a_clear_retryable_error() {
     let r = exec(&mut a, &s, json!({"type": "read", "execution_id": id}));
     assert_eq!(sc(&r)["data"]["page"]["text"], "kept\n", "{r}");
 }
+
+/// The `history-watch` threads of adapter `pid`, by thread id.
+fn watcher_threads(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the adapter runs");
+    let mut tids: Vec<String> = tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "history-watch")
+        })
+        .map(|t| t.file_name().to_string_lossy().into_owned())
+        .collect();
+    tids.sort();
+    tids
+}
+
+/// A watcher whose guardian has no open record left parks instead of ending, and the
+/// next command there wakes it: one thread (and one guardian connection) records a
+/// command loop, not a thread per command.
+#[test]
+fn consecutive_commands_are_recorded_by_one_parked_watcher() {
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    let mut seen = Vec::new();
+    for i in 0..3 {
+        let id = id_of(&a.bash(&s, json!({"command": format!("echo {i}")})));
+        until_recorded(&mut a, &s, &id);
+        seen.push(watcher_threads(a.pid()));
+    }
+    assert!(
+        seen.iter().all(|w| w.len() == 1 && *w == seen[0]),
+        "{seen:?}"
+    );
+}

@@ -105,7 +105,10 @@ impl Notify {
 /// A watcher's next step, decided by the recorder after applying its facts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
-    /// No open records left for this guardian.
+    /// No open records left for this guardian: wait to be woken (the next command), or
+    /// retire after a while (`Msg::Retire`).
+    Park,
+    /// Retired: the recorder has forgotten this watcher.
     Stop,
     /// Wait for new activity.
     Watch,
@@ -137,6 +140,11 @@ pub(crate) enum Msg {
     },
     Sync(Sender<Next>),
     Sweep,
+    /// A watcher parked for its linger time asks to end: `Stop` unless it was woken.
+    Retire {
+        guardian: String,
+        done: Sender<Next>,
+    },
 }
 
 /// The opened catalog: the recorder's channel, reader connections, the cursor key.

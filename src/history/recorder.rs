@@ -1,5 +1,7 @@
 //! The `history-recorder` thread (the one writer), its `history-watch` threads (one per
 //! guardian with open records, long-polling `Request::Watch`) and the `history-sweeper`.
+//! A watcher whose guardian has no open record left parks (thread and connection kept)
+//! and is woken by the next admission there; one parked for `LINGER` retires.
 //!
 //! Invariant: every message is applied in one `BEGIN IMMEDIATE` transaction; a failed
 //! transaction is rolled back whole and logged, never half-applied. Watchers are started
@@ -12,9 +14,9 @@ use crate::ipc::GuardianClient;
 use crate::ipc::client::FactsError;
 use crate::store::history as table;
 use crate::wire::guardian::execution_number;
-use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, unbounded};
 use rusqlite::Connection;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,16 +32,25 @@ const MAX_BATCH: usize = 64;
 const ADMIT_WINDOW: Duration = Duration::from_millis(5);
 /// Pause after a batch that could not be written, before the next attempt.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How long a parked watcher waits for its guardian's next command before it retires.
+const LINGER: Duration = Duration::from_secs(30);
 /// How often expired records are removed even when nothing else happens.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// The recorder's side of one watcher thread.
+struct Watcher {
+    wake: Sender<()>,
+    /// Told `Park` and not woken since.
+    parked: bool,
+}
 
 struct Recorder {
     conn: Connection,
     redact: bool,
     limits: Limits,
     notify: Arc<Notify>,
-    /// Guardians (runtime identities) with a watcher thread.
-    watching: HashSet<String>,
+    /// Guardians (runtime identities) with a watcher thread, each with its wake-up.
+    watchers: HashMap<String, Watcher>,
     /// Something in the current batch changed (waiters are woken after its commit).
     changed: bool,
     /// Something in the current batch could not be written.
@@ -63,7 +74,7 @@ pub(super) fn spawn(
         redact,
         limits,
         notify,
-        watching: HashSet::new(),
+        watchers: HashMap::new(),
         changed: false,
         failed: false,
         admitted: Vec::new(),
@@ -160,6 +171,10 @@ impl Recorder {
             Msg::Sync(done) => replies.push((done, Next::Failed)),
             Msg::Watch { guardian, socket } => self.ensure_watcher(&guardian, &socket),
             Msg::Sweep => {}
+            Msg::Retire { guardian, done } => {
+                // Answered at once, whatever the batch's fate: it writes nothing.
+                let _ = done.send(self.retire(&guardian));
+            }
         }
     }
 
@@ -203,11 +218,13 @@ impl Recorder {
                 });
                 let next = match applied {
                     Some(a) if a.more => Next::Again,
-                    Some(a) if a.open == 0 && watcher => Next::Stop,
+                    Some(a) if a.open == 0 && watcher => Next::Park,
                     _ => Next::Watch,
                 };
-                if next == Next::Stop {
-                    self.watching.remove(&facts.identity());
+                if next == Next::Park
+                    && let Some(w) = self.watchers.get_mut(&facts.identity())
+                {
+                    w.parked = true;
                 }
                 if let Some(done) = done {
                     replies.push((done, next));
@@ -218,7 +235,11 @@ impl Recorder {
                 self.write("mark unknown", |c, seq| {
                     capture::guardian_gone(c, &guardian, &reason, &limits, now, seq)
                 });
-                self.watching.remove(&guardian);
+                self.watchers.remove(&guardian);
+            }
+            Msg::Retire { guardian, done } => {
+                // Answered at once, whatever the batch's fate: it writes nothing.
+                let _ = done.send(self.retire(&guardian));
             }
             Msg::Watch { guardian, socket } => self.ensure_watcher(&guardian, &socket),
             Msg::Sync(done) => {
@@ -262,17 +283,43 @@ impl Recorder {
         }
     }
 
+    /// Make sure `guardian` has a watcher that watches: wake a parked one, start one if
+    /// there is none (or its thread is gone).
     fn ensure_watcher(&mut self, guardian: &str, socket: &str) {
-        if !self.watching.insert(guardian.to_string()) {
-            return;
+        if let Some(w) = self.watchers.get_mut(guardian) {
+            if !w.parked {
+                return;
+            }
+            w.parked = false;
+            match w.wake.try_send(()) {
+                Ok(()) | Err(TrySendError::Full(())) => return,
+                Err(TrySendError::Disconnected(())) => {}
+            }
         }
+        let (wake, woken) = bounded(1);
         let (guardian, socket, tx) = (guardian.to_string(), PathBuf::from(socket), self.tx.clone());
         let name = "history-watch".to_string();
+        let watched = guardian.clone();
         let spawned = std::thread::Builder::new()
             .name(name)
-            .spawn(move || watch(&socket, &guardian, &tx));
-        if let Err(e) = spawned {
-            log::warn!("history watcher: {e}");
+            .spawn(move || watch(&socket, &watched, &tx, &woken));
+        match spawned {
+            Ok(_) => {
+                let parked = false;
+                self.watchers.insert(guardian, Watcher { wake, parked });
+            }
+            Err(e) => log::warn!("history watcher: {e}"),
+        }
+    }
+
+    /// A parked watcher asks to end: it may, unless an admission woke it meanwhile.
+    fn retire(&mut self, guardian: &str) -> Next {
+        match self.watchers.get(guardian) {
+            Some(w) if !w.parked => Next::Watch,
+            _ => {
+                self.watchers.remove(guardian);
+                Next::Stop
+            }
         }
     }
 }
@@ -331,7 +378,7 @@ impl Changed for capture::Applied {
 
 /// Long-poll one guardian and hand each answer to the recorder, until it says stop or
 /// the guardian is gone.
-fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
+fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>, woken: &Receiver<()>) {
     let client = GuardianClient::new(socket);
     let mut after = 0;
     // Executions whose admission the recorder has seen: later facts leave it out.
@@ -380,6 +427,10 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
                         after = 0;
                         WATCH_WAIT
                     }
+                    Ok(Next::Park) => match park(guardian, tx, woken) {
+                        Some(()) => WATCH_WAIT,
+                        None => return,
+                    },
                     Ok(Next::Stop) | Err(_) => return,
                 };
                 if wait.is_zero() {
@@ -396,5 +447,25 @@ fn watch(socket: &std::path::Path, guardian: &str, tx: &Sender<Msg>) {
             }
         }
         let _ = crossbeam_channel::after(BATCH).recv();
+    }
+}
+
+/// Wait, connection kept, until the recorder wakes this watcher (`Some`) or `LINGER`
+/// passes and the recorder agrees it may end (`None`).
+fn park(guardian: &str, tx: &Sender<Msg>, woken: &Receiver<()>) -> Option<()> {
+    loop {
+        let lingered = Deadline::after("history watcher linger", LINGER);
+        crossbeam_channel::select! {
+            recv(woken) -> w => return w.ok(),
+            recv(lingered.receiver()) -> _ => {}
+        }
+        let (done, answer) = bounded(1);
+        let guardian = guardian.to_string();
+        tx.send(Msg::Retire { guardian, done }).ok()?;
+        match answer.recv() {
+            Ok(Next::Stop) | Err(_) => return None,
+            // Woken meanwhile: the wake-up is in the channel.
+            Ok(_) => {}
+        }
     }
 }
