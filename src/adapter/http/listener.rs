@@ -6,7 +6,8 @@
 
 use super::Shared;
 use super::conn::{Conn, HeadRead};
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, Stopwatch};
+use parking_lot::Mutex;
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -57,17 +58,57 @@ pub fn start(socket: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Decrements the open-connection count when its connection thread ends.
-struct Open(Arc<AtomicUsize>);
+/// Decrements the open-connection count when its connection thread ends; the last one
+/// to close hands the heap's free pages back (`Idle::trim`).
+struct Open {
+    count: Arc<AtomicUsize>,
+    idle: Arc<Idle>,
+}
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if self.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.trim();
+        }
+    }
+}
+
+/// Gives memory back once no connection is left. A burst of connections leaves their
+/// buffers as free holes in the heap, which the allocator keeps resident (RSS 6 → 7.5
+/// MiB after 32 clients); `malloc_trim` returns the free pages. It runs at most once per
+/// `TRIM_EVERY`, so a client that connects for each request does not pay it each time.
+struct Idle {
+    clock: Stopwatch,
+    last: Mutex<Option<Duration>>,
+}
+
+const TRIM_EVERY: Duration = Duration::from_secs(1);
+
+impl Idle {
+    fn trim(&self) {
+        let now = self.clock.elapsed();
+        {
+            let mut last = self.last.lock();
+            if last.is_some_and(|t| now.saturating_sub(t) < TRIM_EVERY) {
+                return;
+            }
+            *last = Some(now);
+        }
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only returns free heap pages to the kernel; it takes the
+        // allocator's own locks and touches no memory of ours.
+        unsafe {
+            nix::libc::malloc_trim(0);
+        }
     }
 }
 
 fn accept(socket: TcpListener, shared: Arc<Shared>, cap: usize) {
     let open = Arc::new(AtomicUsize::new(0));
+    let idle = Arc::new(Idle {
+        clock: Stopwatch::start(),
+        last: Mutex::new(None),
+    });
     loop {
         let (stream, peer) = match socket.accept() {
             Ok(x) => x,
@@ -86,7 +127,10 @@ fn accept(socket: TcpListener, shared: Arc<Shared>, cap: usize) {
             refuse(stream);
             continue;
         }
-        let guard = Open(open.clone());
+        let guard = Open {
+            count: open.clone(),
+            idle: idle.clone(),
+        };
         let shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("http-conn".into())
