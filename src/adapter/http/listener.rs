@@ -20,7 +20,8 @@ const MAX_CONNECTIONS: usize = 1024;
 /// Descriptors kept for everything else (state store, shells, logs, the listener).
 const RESERVED_FDS: usize = 64;
 /// Stack of a connection thread: it parses heads and JSON (serde_json's recursion is
-/// capped at 128 levels); handlers run on `mcp-worker` threads.
+/// capped at 128 levels) and answers the methods that read only fixed data
+/// (`routes::inline`); other handlers run on `mcp-worker` threads.
 const CONN_STACK: usize = 512 * 1024;
 /// Pause after `accept` fails for lack of descriptors, instead of spinning on it.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
