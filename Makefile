@@ -77,7 +77,7 @@ bench:
 	$(CARGO) bench --bench usage
 	$(CARGO) bench --bench codemap
 	$(CARGO) bench --bench requests
-	$(CARGO) test --release --test http bench_ -- --ignored --nocapture
+	$(CARGO) bench --bench http
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture
 

@@ -864,55 +864,84 @@ fn load_32_clients_see_only_success_or_retry_after() {
     }
 }
 
-/// Throughput and latency of a cheap authenticated call over keep-alive connections, and
-/// the idle RSS. Not a pass/fail test: run with
-/// `cargo test --release --test http bench_ -- --ignored --nocapture`.
-#[test]
-#[ignore = "benchmark: run by `make bench`, not a correctness test"]
-fn bench_keepalive_ping() {
-    let s = Server::start(&[
-        "--requests-per-minute",
-        "1000000",
-        "--max-concurrency",
-        "64",
-    ]);
-    eprintln!("idle RSS: {} KiB", s.rss_kib());
-    let body = modern("ping", json!({}));
-    for clients in [1usize, 8, 32] {
-        let per_client = 16_000 / clients;
-        let addr = s.addr;
-        let t0 = std::time::Instant::now();
-        let threads: Vec<_> = (0..clients)
-            .map(|_| {
-                let body = body.clone();
-                std::thread::spawn(move || {
-                    let mut c = Conn::connect(addr);
-                    let hdrs = modern_headers("ping", None);
-                    (0..per_client)
-                        .map(|_| {
-                            let r = c.mcp(TOKEN, &hdrs, &body);
-                            assert_eq!(r.status, 200);
-                            r.elapsed
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let mut lat: Vec<Duration> = threads
-            .into_iter()
-            .flat_map(|t| t.join().unwrap())
-            .collect();
-        let wall = t0.elapsed();
-        lat.sort();
-        let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
-        eprintln!(
-            "{clients:>2} clients: {:>6.0} req/s, p50 {:?}, p99 {:?}",
-            lat.len() as f64 / wall.as_secs_f64(),
-            pct(0.50),
-            pct(0.99)
-        );
+/// The bytes of a POST to /mcp with the default token, `extra` headers and `body`.
+fn post_bytes(s: &Server, extra: &[(String, String)], body: &Value) -> Vec<u8> {
+    let body = serde_json::to_vec(body).unwrap();
+    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n", s.addr);
+    for (k, v) in auth_headers(TOKEN).iter().chain(extra) {
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
-    eprintln!("RSS after: {} KiB", s.rss_kib());
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+/// Requests written all at once on one connection — a head longer than the connection's
+/// first read buffer, a body of many reads, an answer far larger than one socket write,
+/// then a `ping` answered on the connection's own thread — are answered in order, each
+/// framed on its own (issue 18: the read buffer grows and compacts in place, an answer
+/// goes out as one vectored write of head and body, cheap calls skip the worker pool).
+#[test]
+fn pipelined_long_heads_bodies_and_answers_keep_their_framing() {
+    let s = Server::start(&["--requests-per-minute", "1000000"]);
+    // Four files of 1 MiB: ReadFiles answers its whole call budget (256 KiB of text).
+    let big = "0123456789abcdef\n".repeat(64 * 1024);
+    let files: Vec<String> = (0..4).map(|i| format!("big{i}.txt")).collect();
+    for f in &files {
+        std::fs::write(s.home.workspace.join(f), &big).unwrap();
+    }
+    let ws = path_str(&s.home.workspace);
+    let init = s.call(
+        TOKEN,
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": ws}),
+    );
+    let pair = &init["structuredContent"]["data"];
+    let mut discover = modern("server/discover", json!({"pad": "x".repeat(300 * 1024)}));
+    discover["id"] = json!(1);
+    let mut long_head = modern_headers("server/discover", None);
+    long_head.push(h("X-Pad", &"p".repeat(24 * 1024)));
+    let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
+        "file_paths": files});
+    let mut read = modern(
+        "tools/call",
+        json!({"name": "ReadFiles", "arguments": args}),
+    );
+    read["id"] = json!(2);
+    let mut ping = modern("ping", json!({}));
+    ping["id"] = json!(3);
+    let mut all = post_bytes(&s, &long_head, &discover);
+    all.extend(post_bytes(
+        &s,
+        &modern_headers("tools/call", Some("ReadFiles")),
+        &read,
+    ));
+    all.extend(post_bytes(&s, &modern_headers("ping", None), &ping));
+    let mut c = s.conn();
+    c.send_raw(&all).unwrap();
+    let answers: Vec<(usize, Value)> = (1..=3)
+        .map(|id| {
+            let r = c.read().expect("an answer per request");
+            assert_eq!(r.status, 200, "request {id}: {}", r.text());
+            let v = r.json();
+            assert_eq!(v["id"], json!(id), "answers out of order: {v}");
+            (r.body.len(), v)
+        })
+        .collect();
+    assert!(answers[0].1["result"]["supportedVersions"].is_array());
+    assert_eq!(answers[1].1["result"]["isError"], json!(false));
+    assert!(
+        answers[1].0 > 200 * 1024,
+        "ReadFiles answered {} bytes",
+        answers[1].0
+    );
+    assert_eq!(answers[2].1["result"], json!({"resultType": "complete"}));
+    // The connection is still in step: one more request on it.
+    assert_eq!(
+        c.mcp(TOKEN, &modern_headers("ping", None), &ping).status,
+        200
+    );
 }
 
 #[test]

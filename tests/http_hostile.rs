@@ -312,3 +312,41 @@ fn a_token_file_given_as_principal_config_is_not_echoed() {
         );
     }
 }
+
+/// Answers from memory (`ping`, the lists) run on the connection's own thread, whose
+/// stack is smaller than a worker's (issue 18): the deepest JSON the parser admits still
+/// gets its answer there, and deeper JSON is a parse error; the server keeps serving.
+#[test]
+fn deeply_nested_params_to_inline_methods_are_answered_on_the_connection_thread() {
+    let s = Server::start(&["--requests-per-minute", "1000000"]);
+    let nested =
+        |depth: usize| -> String { format!("{}1{}", "[".repeat(depth), "]".repeat(depth)) };
+    for (method, name) in [("ping", None), ("tools/list", None)] {
+        for (depth, status) in [(120, 200), (5000, 400)] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"{method}","params":{{"x":{},"_meta":{}}}}}"#,
+                nested(depth),
+                meta()
+            );
+            let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n", s.addr);
+            for (k, v) in modern_headers(method, name) {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str(&format!(
+                "Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            ));
+            let mut c = s.conn();
+            c.send_raw(head.as_bytes()).unwrap();
+            let r = c.read().expect("an answer");
+            assert_eq!(r.status, status, "{method} at depth {depth}: {}", r.text());
+        }
+    }
+    let r = s.conn().mcp(
+        TOKEN,
+        &modern_headers("ping", None),
+        &modern("ping", json!({})),
+    );
+    assert_eq!(r.status, 200);
+}

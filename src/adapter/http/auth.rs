@@ -4,6 +4,7 @@
 //! principal (no early exit), so timing reveals neither a match position nor a prefix.
 
 use crate::config::http::{Principal, token_digest};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// How long a request with a missing or invalid token waits for its 401 (seed 003): it
@@ -30,11 +31,11 @@ impl Authenticator {
         authorization: Option<&str>,
         query: Option<&str>,
     ) -> Option<Arc<Principal>> {
-        let token = match authorization.and_then(bearer) {
-            Some(t) => Some(t.to_string()),
-            None if self.allow_query_token => query.and_then(query_token),
-            None => None,
-        }?;
+        let token: Cow<str> = match authorization.and_then(bearer) {
+            Some(t) => Cow::Borrowed(t),
+            None if self.allow_query_token => Cow::Owned(query.and_then(query_token)?),
+            None => return None,
+        };
         let digest = token_digest(token.as_bytes());
         let mut found = None;
         for p in &self.principals {

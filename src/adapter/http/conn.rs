@@ -17,12 +17,15 @@ use super::reply::Reply;
 use super::routes;
 use super::wire::{self, BodyFraming, Head, HeadError, MAX_HEAD_BYTES};
 use crate::deadline::Deadline;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// Bytes asked of the socket per read.
+/// Most bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 * 1024;
+/// The read buffer's first size: a typical request (head and JSON body) fits in one
+/// read. It doubles, up to `READ_CHUNK` per read, only for a longer head or body.
+const FIRST_BUF: usize = 8 * 1024;
 /// Longest chunk-size line (size, extensions, CRLF) of a chunked body.
 const MAX_CHUNK_LINE: usize = 4096;
 /// Initial capacity cap of a body buffer: a declared length is a claim, not a reason to
@@ -39,9 +42,13 @@ const LINGER_TIME: Duration = Duration::from_secs(2);
 
 pub struct Conn {
     stream: TcpStream,
-    /// Bytes read and not yet consumed start at `pos`.
+    /// `buf[pos..end]` is read and not yet consumed; `buf[end..]` is room for the next
+    /// read, zeroed once when the buffer grows and never again.
     buf: Vec<u8>,
     pos: usize,
+    end: usize,
+    /// The head of the answer being written, reused from answer to answer.
+    out: Vec<u8>,
     io_timeout: Duration,
     read_timeout: Option<Duration>,
     pub peer: SocketAddr,
@@ -94,6 +101,8 @@ impl Conn {
             stream,
             buf: Vec::new(),
             pos: 0,
+            end: 0,
+            out: Vec::new(),
             io_timeout,
             read_timeout: None,
             peer,
@@ -101,42 +110,45 @@ impl Conn {
     }
 
     fn unread(&self) -> &[u8] {
-        &self.buf[self.pos..]
+        &self.buf[self.pos..self.end]
     }
 
     fn consume(&mut self, n: usize) {
         self.pos += n;
-        if self.pos == self.buf.len() {
-            self.buf.clear();
+        if self.pos == self.end {
             self.pos = 0;
+            self.end = 0;
         }
     }
 
-    /// One read of at most `max` bytes, waiting at most `timeout`. `Ok(0)` is EOF.
-    fn fill(&mut self, max: usize, timeout: Duration) -> std::io::Result<usize> {
+    /// One read of at most `limit` bytes, waiting at most `timeout`; `Ok(0)` is EOF. The
+    /// buffer grows (doubling from `FIRST_BUF`, by at most `limit`) only when it has
+    /// room for fewer than `want` bytes (`1 <= want <= limit`).
+    fn fill(&mut self, limit: usize, want: usize, timeout: Duration) -> std::io::Result<usize> {
         let timeout = timeout.max(Duration::from_millis(1));
         if self.read_timeout != Some(timeout) {
             self.stream.set_read_timeout(Some(timeout))?;
             self.read_timeout = Some(timeout);
         }
         if self.pos > 0 {
-            self.buf.drain(..self.pos);
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
             self.pos = 0;
         }
-        let old = self.buf.len();
-        self.buf.resize(old + max, 0);
-        let got = self.stream.read(&mut self.buf[old..]);
-        self.buf.truncate(old + *got.as_ref().unwrap_or(&0));
-        got
+        if self.buf.len() - self.end < want {
+            let len = (self.buf.len() * 2).max(FIRST_BUF).min(self.end + limit);
+            self.buf.resize(len.max(self.end + want), 0);
+        }
+        let to = self.buf.len().min(self.end + limit);
+        let got = self.stream.read(&mut self.buf[self.end..to])?;
+        self.end += got;
+        Ok(got)
     }
 
     pub fn read_head(&mut self) -> HeadRead {
         let mut scanned = 0;
         let mut deadline: Option<Deadline> = None;
         loop {
-            if !self.unread().is_empty() && deadline.is_none() {
-                deadline = Some(Deadline::after("request head", self.io_timeout));
-            }
             if let Some(end) = wire::head_end(self.unread(), scanned) {
                 let parsed = wire::parse_head(&self.unread()[..end]);
                 self.consume(end);
@@ -147,6 +159,10 @@ impl Conn {
                         HeadRead::Refuse(routes::plain(400, &format!("bad request: {why}")))
                     }
                 };
+            }
+            // The head's first bytes are here (a whole head read at once needs no clock).
+            if !self.unread().is_empty() && deadline.is_none() {
+                deadline = Some(Deadline::after("request head", self.io_timeout));
             }
             let have = self.unread().len();
             if have >= MAX_HEAD_BYTES {
@@ -160,7 +176,7 @@ impl Conn {
                     _ => return HeadRead::Closed,
                 },
             };
-            match self.fill(READ_CHUNK.min(MAX_HEAD_BYTES - have), timeout) {
+            match self.fill(READ_CHUNK.min(MAX_HEAD_BYTES - have), 1, timeout) {
                 Ok(0) => return HeadRead::Closed,
                 Ok(_) => {}
                 // Idle between requests: the keep-alive connection ends.
@@ -170,15 +186,17 @@ impl Conn {
         }
     }
 
-    /// Read once for a body, bounded by the I/O timeout and the request deadline.
-    fn fill_body(&mut self, deadline: Deadline) -> Result<(), BodyError> {
+    /// Read once for a body, bounded by the I/O timeout and the request deadline; `want`
+    /// bytes are still expected (the buffer grows for up to `READ_CHUNK` of them).
+    fn fill_body(&mut self, want: usize, deadline: Deadline) -> Result<(), BodyError> {
+        let want = want.clamp(1, READ_CHUNK);
         loop {
             let left = match deadline.remaining() {
                 Some(l) if l.is_zero() => return Err(BodyError::Timeout(deadline.name())),
                 Some(l) => l.min(self.io_timeout),
                 None => self.io_timeout,
             };
-            match self.fill(READ_CHUNK, left) {
+            match self.fill(READ_CHUNK, want, left) {
                 Ok(0) => return Err(BodyError::Malformed("the client hung up".into())),
                 Ok(_) => return Ok(()),
                 Err(e) if transient(&e) => {}
@@ -192,7 +210,7 @@ impl Conn {
         let mut left = n;
         while left > 0 {
             if self.unread().is_empty() {
-                self.fill_body(deadline)?;
+                self.fill_body(left, deadline)?;
             }
             let k = left.min(self.unread().len());
             out.extend_from_slice(&self.unread()[..k]);
@@ -215,7 +233,7 @@ impl Conn {
             if self.unread().len() > max {
                 return Err(BodyError::Malformed("chunk line too long".into()));
             }
-            self.fill_body(deadline)?;
+            self.fill_body(1, deadline)?;
         }
     }
 
@@ -283,7 +301,7 @@ impl Conn {
         let deadline = Deadline::after("discarded body", self.io_timeout);
         let mut left = n;
         while left > 0 {
-            if self.unread().is_empty() && self.fill_body(deadline).is_err() {
+            if self.unread().is_empty() && self.fill_body(left, deadline).is_err() {
                 return false;
             }
             let k = left.min(self.unread().len());
@@ -298,6 +316,24 @@ impl Conn {
         self.stream.write_all(bytes).is_ok()
     }
 
+    /// Write `reply`'s head and body with one `writev` (more only if the socket takes
+    /// part of it): no copy of the body, no second segment for it (`TCP_NODELAY`).
+    fn send(&mut self, reply: &Reply, head_only: bool, close: bool) -> std::io::Result<()> {
+        self.out.clear();
+        reply.write_head(&mut self.out, close);
+        let mut parts = [IoSlice::new(&self.out), IoSlice::new(reply.body(head_only))];
+        let mut parts = &mut parts[..];
+        while !parts.is_empty() {
+            match self.stream.write_vectored(parts) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => IoSlice::advance_slices(&mut parts, n),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Answer and keep the connection when the client wants it and nothing of this
     /// request is left unread; otherwise answer with `Connection: close` and close.
     /// Returns whether the connection stays open.
@@ -306,7 +342,7 @@ impl Conn {
             self.finish(reply, head_only);
             return false;
         }
-        match self.stream.write_all(&reply.to_bytes(head_only, false)) {
+        match self.send(reply, head_only, false) {
             Ok(()) => true,
             Err(e) => {
                 log::debug!("answer to {} not delivered: {e}", self.peer);
@@ -317,7 +353,7 @@ impl Conn {
 
     /// Answer with `Connection: close`, then close without reading what remains.
     pub fn finish(&mut self, reply: &Reply, head_only: bool) {
-        if let Err(e) = self.stream.write_all(&reply.to_bytes(head_only, true)) {
+        if let Err(e) = self.send(reply, head_only, true) {
             log::debug!("answer to {} not delivered: {e}", self.peer);
             return;
         }

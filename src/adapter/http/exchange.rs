@@ -1,11 +1,13 @@
 //! One admitted MCP POST, on its connection's thread: collect the body (capped,
 //! deadline-bound), take a dispatch slot for the principal, classify the message's era,
-//! check the legacy session, run `mcp::Server::handle` on an `mcp-worker` and answer — or
-//! answer 408 when the request deadline passes first.
+//! check the legacy session, run `mcp::Server::handle` and answer — or answer 408 when
+//! the request deadline passes first.
 //!
 //! The body is in memory before a slot is taken, so a slow client holds only its own
-//! connection. The handler runs on another pool so this thread can keep the deadline: a
-//! handler that outlives it keeps its slot until it returns, so timed-out work still
+//! connection. A method answered from memory (`routes::inline`: `ping`, the handshake,
+//! the lists) runs right here, holding its slot: it cannot wait, so there is no deadline
+//! to keep. Everything else runs on an `mcp-worker` so this thread can keep the deadline:
+//! a handler that outlives it keeps its slot until it returns, so timed-out work still
 //! counts against the cap.
 
 use super::Shared;
@@ -236,19 +238,29 @@ impl Call<'_> {
         }
     }
 
-    /// Run the request on an `mcp-worker`; `Err` is the reply to send instead (503, 408).
+    /// Answer the request: on this thread when `routes::inline` says it is answered from
+    /// memory, else on an `mcp-worker`. `Err` is the reply to send instead (503, 408).
     fn handle(&self, req: RpcRequest) -> Result<Response, Reply> {
+        let affinity = self.shared.affinity();
+        // Identity preference (seed 003): the MCP session, then the gateway header.
+        let conversation = (self.headers.session.as_ref()).or(self.headers.conversation.as_ref());
+        if routes::inline(&req.method) {
+            // No hand-off, no timer: the dispatch slot (taken by the caller) still counts
+            // it, and nothing it does can wait.
+            let ctx = CallContext {
+                principal: &self.principal.name,
+                policy: &self.principal.policy,
+                affinity,
+                conversation: conversation.map(String::as_str),
+                origin: Default::default(),
+            };
+            return Ok(guarded(&self.shared.server, &ctx, req));
+        }
         let (tx, rx) = bounded(1);
         let server = self.shared.server.clone();
         let principal = self.principal.clone();
         let slot = self.slot.clone();
-        let affinity = self.shared.affinity();
-        // Identity preference (seed 003): the MCP session, then the gateway header.
-        let conversation = self
-            .headers
-            .session
-            .clone()
-            .or_else(|| self.headers.conversation.clone());
+        let conversation = conversation.cloned();
         let usage = &self.shared.usage;
         let origin = match usage.is_on() && req.method == "tools/call" {
             true => {
@@ -268,7 +280,6 @@ impl Call<'_> {
             false => Default::default(),
         };
         let job = Box::new(move || {
-            let id = req.id.clone();
             let ctx = CallContext {
                 principal: &principal.name,
                 policy: &principal.policy,
@@ -276,16 +287,7 @@ impl Call<'_> {
                 conversation: conversation.as_deref(),
                 origin,
             };
-            let resp =
-                catch_unwind(AssertUnwindSafe(|| server.handle(&ctx, req))).unwrap_or_else(|_| {
-                    Response::err(
-                        Some(id),
-                        RpcError::new(
-                            ErrorCode::InternalError,
-                            "internal error: the handler panicked",
-                        ),
-                    )
-                });
+            let resp = guarded(&server, &ctx, req);
             // The work is done: release the slot before the answer can reach the client.
             drop(slot);
             let _ = tx.send(resp);
@@ -303,4 +305,18 @@ impl Call<'_> {
             )),
         }
     }
+}
+
+/// `Server::handle`, with a panic answered `-32603` instead of ending the thread.
+fn guarded(server: &crate::mcp::Server, ctx: &CallContext, req: RpcRequest) -> Response {
+    let id = req.id.clone();
+    catch_unwind(AssertUnwindSafe(|| server.handle(ctx, req))).unwrap_or_else(|_| {
+        Response::err(
+            Some(id),
+            RpcError::new(
+                ErrorCode::InternalError,
+                "internal error: the handler panicked",
+            ),
+        )
+    })
 }

@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 /// Serve one request whose head has been read; returns whether the connection stays open.
 pub fn serve(shared: &Arc<Shared>, conn: &mut Conn, head: Head) -> bool {
     let clock = Stopwatch::start();
-    let head_only = head.method == "HEAD";
+    let head_only = head.method() == "HEAD";
     let framing = match head.body() {
         Ok(f) => f,
         Err(why) => {
@@ -32,7 +32,7 @@ pub fn serve(shared: &Arc<Shared>, conn: &mut Conn, head: Head) -> bool {
             return false;
         }
     };
-    let (route, query) = routes::route(&head.target);
+    let (route, query) = routes::route(head.target());
     // Why an `/mcp` request was refused here, and the principal if it authenticated.
     let mut refused: Option<(&'static str, Option<Arc<Principal>>)> = None;
     let reply = match route {
@@ -82,7 +82,7 @@ pub fn serve(shared: &Arc<Shared>, conn: &mut Conn, head: Head) -> bool {
                 let at = Exchange {
                     clock: &clock,
                     peer: conn.peer.ip(),
-                    method: &head.method,
+                    method: head.method(),
                     request_id,
                 };
                 record::served(shared, at, &principal.name, &served);
@@ -97,7 +97,7 @@ pub fn serve(shared: &Arc<Shared>, conn: &mut Conn, head: Head) -> bool {
         let at = Exchange {
             clock: &clock,
             peer: conn.peer.ip(),
-            method: &head.method,
+            method: head.method(),
             request_id: shared.usage.new_id('r'),
         };
         let name = principal.as_ref().map(|p| p.name.as_str());
@@ -107,7 +107,7 @@ pub fn serve(shared: &Arc<Shared>, conn: &mut Conn, head: Head) -> bool {
 }
 
 fn probe(head: &Head, reply: Reply) -> Reply {
-    match head.method.as_str() {
+    match head.method() {
         "GET" | "HEAD" => reply,
         _ => routes::method_not_allowed("GET, HEAD"),
     }
@@ -176,7 +176,7 @@ fn admit(
         return Verdict::Unauthorized;
     };
     let after_auth = |reason, reply| Verdict::Reject(reason, Some(principal.clone()), reply);
-    match rq.method.as_str() {
+    match rq.method() {
         "POST" => {}
         "DELETE" => return Verdict::EndSession(principal),
         // No server-initiated stream (GET): every answer travels on its POST.

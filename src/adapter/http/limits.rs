@@ -144,24 +144,24 @@ pub struct Slots {
 #[derive(Default)]
 struct SlotState {
     total: usize,
-    by_principal: HashMap<String, usize>,
+    /// Slots held per principal. Only authenticated principals (a fixed set, from the
+    /// configuration) are keys, so entries are kept at zero: taking a slot allocates
+    /// nothing after a principal's first.
+    by_principal: HashMap<Arc<str>, usize>,
 }
 
 /// One running handler's slot; released on drop.
 pub struct Slot {
     slots: Arc<Slots>,
-    principal: String,
+    principal: Arc<str>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut st = self.slots.state.lock();
         st.total -= 1;
-        if let Some(n) = st.by_principal.get_mut(&self.principal) {
+        if let Some(n) = st.by_principal.get_mut(&*self.principal) {
             *n -= 1;
-            if *n == 0 {
-                st.by_principal.remove(&self.principal);
-            }
         }
     }
 }
@@ -192,10 +192,14 @@ impl Slots {
             return Err(SlotRefusal::ShareUsed);
         }
         st.total += 1;
-        *st.by_principal.entry(principal.to_string()).or_insert(0) += 1;
+        let key = match st.by_principal.get_key_value(principal) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(principal),
+        };
+        *st.by_principal.entry(key.clone()).or_insert(0) += 1;
         Ok(Slot {
             slots: self.clone(),
-            principal: principal.to_string(),
+            principal: key,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! MCP over Streamable HTTP (seed 003): `winx-code-agent serve --http`.
 //!
 //! Threads and channels:
-//! - `main` (`serve`): binds, starts accepting, then waits for SIGTERM/SIGINT and drains.
+//! - `main` (`serve`): binds, starts accepting, then waits for SIGTERM/SIGINT (handing
+//!   free heap back whenever no connection is open: `listener::until_signal`) and drains.
 //! - `http-accept` (`listener.rs`): one `http-conn` thread per connection, up to a cap.
 //! - `http-conn-*` (`conn.rs`): one connection each — bounded head, admission
 //!   (`front.rs`), bounded body, dispatch (`exchange.rs`), answer; keep-alive or close.
@@ -48,6 +49,8 @@ pub(crate) struct Shared {
     /// dispatch slot is released earlier, before the answer is written).
     answering: Arc<limits::Concurrency>,
     sessions: legacy::Sessions,
+    /// Open connections (the cap; the last to close lets the main thread trim memory).
+    connections: listener::Connections,
     draining: AtomicBool,
     handlers: Pool,
     /// The usage log (`http_request`, `http_rejected`; tool calls record themselves).
@@ -100,7 +103,7 @@ pub fn serve(
         shared.cfg.requests_per_minute
     );
     eprintln!("winx-code-agent listening on http://{addr}/mcp");
-    let sig = signals.recv().unwrap_or(0);
+    let sig = listener::until_signal(&shared, &signals);
     log::info!("signal {sig} received; no longer admitting requests");
     shared.draining.store(true, Ordering::SeqCst);
     log::info!(
@@ -119,6 +122,7 @@ fn shared(config: &Config, http: HttpConfig, usage: crate::usage::Sink) -> std::
         slots: limits::Slots::new(n, http.principals.len()),
         answering: limits::Concurrency::new(usize::MAX),
         sessions: legacy::Sessions::default(),
+        connections: listener::Connections::default(),
         draining: AtomicBool::new(false),
         // Long shell waits park a handler, so there is one per dispatch slot.
         handlers: Pool::new("mcp-worker", n.max(config.workers), n)?,

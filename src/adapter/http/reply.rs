@@ -1,13 +1,15 @@
 //! A response as a value: status, header fields and a body held in memory. Every answer
 //! this transport gives is small or already built (JSON-RPC answers are serialised
-//! before they are sent), so a reply is written with one `write_all`.
+//! before they are sent), so a reply goes out in one write of its head and body.
 
 use super::wire;
+use std::borrow::Cow;
 
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
-    headers: Vec<(&'static str, String)>,
+    /// Field values are mostly fixed text: borrowed, not allocated per answer.
+    headers: Vec<(&'static str, Cow<'static, str>)>,
     body: Vec<u8>,
 }
 
@@ -20,7 +22,7 @@ impl Reply {
         }
     }
 
-    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
+    pub fn with_header(mut self, name: &'static str, value: impl Into<Cow<'static, str>>) -> Reply {
         self.headers.push((name, value.into()));
         self
     }
@@ -30,9 +32,14 @@ impl Reply {
         self
     }
 
-    /// The bytes on the wire; `head_only` for an answer to HEAD, `close` to end the
-    /// connection after it.
-    pub fn to_bytes(&self, head_only: bool, close: bool) -> Vec<u8> {
-        wire::response(self.status, &self.headers, &self.body, head_only, close)
+    /// Append the head's bytes (status line, fields, framing) to `out`; `close` ends the
+    /// connection after this answer.
+    pub fn write_head(&self, out: &mut Vec<u8>, close: bool) {
+        wire::write_head(out, self.status, &self.headers, self.body.len(), close);
+    }
+
+    /// The body's bytes; none for an answer to HEAD.
+    pub fn body(&self, head_only: bool) -> &[u8] {
+        if head_only { &[] } else { &self.body }
     }
 }

@@ -180,6 +180,27 @@ impl McpHeaders {
     }
 }
 
+/// Methods answered from memory on the connection's own thread instead of an
+/// `mcp-worker`: each builds its answer from fixed data (the handshake, the catalogs, the
+/// built-in README) without a lock held elsewhere, a store, a shell or a wait, so handing
+/// it to another thread would cost more than answering it (two thread wake-ups per
+/// request were half the server's CPU under `ping` load). Everything else, task lookups
+/// included (they may read the state store), runs on a worker under the request deadline.
+const INLINE: [&str; 7] = [
+    "ping",
+    "initialize",
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/read",
+];
+
+/// Whether `method` is answered on the connection's thread (`INLINE`).
+pub fn inline(method: &str) -> bool {
+    INLINE.contains(&method)
+}
+
 /// Which lifecycle a POSTed message belongs to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Era {
@@ -297,7 +318,7 @@ pub fn method_not_allowed(allow: &'static str) -> Reply {
 }
 
 pub fn with_session(r: Reply, id: &str) -> Reply {
-    r.with_header(SESSION_HEADER, id)
+    r.with_header(SESSION_HEADER, id.to_string())
 }
 
 /// No body: notifications and client responses.

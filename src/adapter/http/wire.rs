@@ -16,14 +16,24 @@ pub enum Version {
     Http11,
 }
 
-/// A parsed request head. Header values are kept verbatim (minus surrounding blanks).
+/// A parsed request head: its text, held once, and where each part is in it (two
+/// allocations per head, whatever its number of fields). Header values are kept
+/// verbatim (minus surrounding blanks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Head {
-    pub method: String,
-    pub target: String,
+    text: String,
+    method: Span,
+    target: Span,
     pub version: Version,
-    pub headers: Vec<(String, String)>,
+    /// Name and value of each field, in order.
+    fields: Vec<(Span, Span)>,
 }
+
+/// A byte range of `Head::text`, always on `char` boundaries.
+type Span = (u32, u32);
+
+/// Field slots reserved up front: a typical MCP request has about ten fields.
+const FIELDS_PREALLOC: usize = 16;
 
 /// Why a head cannot be served.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,27 +53,40 @@ pub enum BodyFraming {
 }
 
 impl Head {
+    fn at(&self, (from, to): Span) -> &str {
+        &self.text[from as usize..to as usize]
+    }
+
+    pub fn method(&self) -> &str {
+        self.at(self.method)
+    }
+
+    /// The request target (path and query) as sent.
+    pub fn target(&self) -> &str {
+        self.at(self.target)
+    }
+
+    /// The values of the fields named `name` (case-insensitive), in order.
+    fn values<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
+        self.fields
+            .iter()
+            .filter(move |(k, _)| self.at(*k).eq_ignore_ascii_case(name))
+            .map(|(_, v)| self.at(*v))
+    }
+
     /// The value of the first field named `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.values(name).next()
     }
 
     /// How many fields are named `name`.
     pub fn count(&self, name: &str) -> usize {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .count()
+        self.values(name).count()
     }
 
     fn has_token(&self, name: &str, token: &str) -> bool {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .flat_map(|(_, v)| v.split(','))
+        self.values(name)
+            .flat_map(|v| v.split(','))
             .any(|t| t.trim().eq_ignore_ascii_case(token))
     }
 
@@ -85,33 +108,26 @@ impl Head {
     /// make two parsers see different request boundaries.
     pub fn body(&self) -> Result<BodyFraming, &'static str> {
         let te = self.count("Transfer-Encoding");
-        let cl: Vec<&str> = self
-            .headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case("Content-Length"))
-            .flat_map(|(_, v)| v.split(','))
-            .map(str::trim)
-            .collect();
+        let mut cl = (self.values("Content-Length"))
+            .flat_map(|v| v.split(','))
+            .map(str::trim);
+        let first = cl.next();
         if te > 0 {
-            if !cl.is_empty() {
+            if first.is_some() {
                 return Err("both Transfer-Encoding and Content-Length");
             }
-            let codings: Vec<&str> = self
-                .headers
-                .iter()
-                .filter(|(k, _)| k.eq_ignore_ascii_case("Transfer-Encoding"))
-                .flat_map(|(_, v)| v.split(','))
-                .map(str::trim)
-                .collect();
-            return match codings.as_slice() {
-                [c] if c.eq_ignore_ascii_case("chunked") => Ok(BodyFraming::Chunked),
+            let mut codings = (self.values("Transfer-Encoding"))
+                .flat_map(|v| v.split(','))
+                .map(str::trim);
+            return match (codings.next(), codings.next()) {
+                (Some(c), None) if c.eq_ignore_ascii_case("chunked") => Ok(BodyFraming::Chunked),
                 _ => Err("unsupported Transfer-Encoding (only chunked)"),
             };
         }
-        let Some(first) = cl.first() else {
+        let Some(first) = first else {
             return Ok(BodyFraming::None);
         };
-        if cl.iter().any(|v| v != first) {
+        if cl.any(|v| v != first) {
             return Err("conflicting Content-Length values");
         }
         if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
@@ -156,6 +172,11 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HeadError> {
         return Err(TooLarge);
     }
     let text = std::str::from_utf8(bytes).map_err(|_| Malformed("head is not UTF-8"))?;
+    // Where `part` (a subslice of `text`) lies in it; heads are far below 4 GiB.
+    let span = |part: &str| -> Span {
+        let from = part.as_ptr() as usize - text.as_ptr() as usize;
+        (from as u32, (from + part.len()) as u32)
+    };
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     // RFC 9112 §2.2: empty lines before the request line are ignored.
     let request_line = lines
@@ -179,7 +200,7 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HeadError> {
         "HTTP/1.0" => Version::Http10,
         _ => return Err(Malformed("unsupported HTTP version")),
     };
-    let mut headers = Vec::new();
+    let mut fields = Vec::with_capacity(FIELDS_PREALLOC);
     for line in lines {
         if line.is_empty() {
             break;
@@ -193,20 +214,21 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HeadError> {
         if !is_token(name) {
             return Err(Malformed("malformed header name"));
         }
-        if headers.len() == MAX_HEADERS {
+        if fields.len() == MAX_HEADERS {
             return Err(TooLarge);
         }
         let value = value.trim_matches([' ', '\t']);
         if value.bytes().any(|b| b < b' ' && b != b'\t' || b == 0x7f) {
             return Err(Malformed("control character in a header value"));
         }
-        headers.push((name.to_string(), value.to_string()));
+        fields.push((span(name), span(value)));
     }
     Ok(Head {
-        method: method.to_string(),
-        target: target.to_string(),
+        method: span(method),
+        target: span(target),
         version,
-        headers,
+        fields,
+        text: text.to_string(),
     })
 }
 
@@ -235,32 +257,31 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// The bytes of a response: status line, `headers`, framing fields, then `body` unless
-/// `head_only` (an answer to HEAD). `close` adds `Connection: close`.
-pub fn response(
+/// Append a response head to `out`: status line, `headers`, the framing field for a body
+/// of `body_len` bytes (the body itself is sent after it, or not at all for HEAD), and
+/// `Connection: close` when `close`.
+pub fn write_head(
+    out: &mut Vec<u8>,
     status: u16,
-    headers: &[(&'static str, String)],
-    body: &[u8],
-    head_only: bool,
+    headers: &[(&'static str, std::borrow::Cow<'static, str>)],
+    body_len: usize,
     close: bool,
-) -> Vec<u8> {
+) {
     use std::io::Write;
-    let mut out = Vec::with_capacity(160 + body.len());
     let _ = write!(out, "HTTP/1.1 {status} {}\r\n", reason(status));
     for (k, v) in headers {
-        let _ = write!(out, "{k}: {v}\r\n");
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     if status != 204 {
-        let _ = write!(out, "Content-Length: {}\r\n", body.len());
+        let _ = write!(out, "Content-Length: {body_len}\r\n");
     }
     if close {
         out.extend_from_slice(b"Connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    if !head_only {
-        out.extend_from_slice(body);
-    }
-    out
 }
 
 #[cfg(test)]
