@@ -139,10 +139,12 @@ impl Dialect {
         v
     }
 
-    /// Winx's envelope must say `completed`; the others have no status field.
+    /// Winx's envelope must say `completed`, and so must 0.2.x's when it has one (wcgw
+    /// answers with text only).
     fn check(self, result: &Value) -> Result<(), String> {
         let sc = &result["structuredContent"];
-        if self == Dialect::Winx && sc["status"] != "completed" {
+        let required = self == Dialect::Winx || !sc["status"].is_null();
+        if required && sc["status"] != "completed" {
             return Err(format!("status {} ({})", sc["status"], sc["message"]));
         }
         Ok(())

@@ -369,6 +369,75 @@ pub fn write(rows: &[Row], docs: &Path) {
     std::fs::write(docs.join("benchmarks.md"), md).expect("write docs/benchmarks.md");
     let svg = super::peers_svg::chart(rows, &date);
     std::fs::write(docs.join("benchmarks.svg"), svg).expect("write docs/benchmarks.svg");
+    readme_headline(&repo.join("README.md"), rows, &date);
+}
+
+/// Between README's two markers, the headline figures of this run (nothing is written
+/// without both markers).
+const BEGIN: &str = "<!-- bench-peers:begin";
+const END: &str = "<!-- bench-peers:end -->";
+
+fn readme_headline(readme: &Path, rows: &[Row], date: &str) {
+    let Ok(text) = std::fs::read_to_string(readme) else {
+        return;
+    };
+    let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+        return;
+    };
+    let Some(b) = text[b..].find('\n').map(|n| b + n + 1).filter(|&b| b <= e) else {
+        return;
+    };
+    let body = headline(rows, date);
+    let text = format!("{}{body}{}", &text[..b], &text[e..]);
+    std::fs::write(readme, text).expect("write README.md");
+}
+
+/// Medians of echo, start and peak RSS, each peer as a multiple of winx (daemon).
+fn headline(rows: &[Row], date: &str) -> String {
+    let Some(winx) = find(rows, "winx-daemon") else {
+        return String::new();
+    };
+    let peers = rows.iter().filter(|r| !r.ours() && r.missing.is_none());
+    let peers: Vec<&Row> = peers.filter(|r| r.key != "bash-raw-pty").collect();
+    let median = |f: &Fig| Row::ok(f).map(Measured::p50);
+    let vs = |a: Option<f64>, b: Option<f64>, show: &dyn Fn(f64) -> String| match (a, b) {
+        (Some(a), Some(b)) => format!("{} ({}× winx)", show(a), ratio_plain(a / b)),
+        (Some(a), None) => show(a),
+        _ => "failed".into(),
+    };
+    let line = |what: &str, get: &dyn Fn(&Row) -> Option<f64>, show: &dyn Fn(f64) -> String| {
+        let ours = get(winx).map_or("failed".into(), show);
+        let others: Vec<String> = (peers.iter())
+            .map(|p| format!("{} {}", p.label, vs(get(p), get(winx), show)))
+            .collect();
+        format!("- {what}: winx (daemon) {ours}; {}.\n", others.join("; "))
+    };
+    let mut out = format!("Last run: {date}, 2-core machine (details in the doc).\n\n");
+    let echo = |r: &Row| median(&r.echo);
+    out += &line("`echo hello` round trip, median", &echo, &ms);
+    if let (Some(w), Some(raw)) = (echo(winx), find(rows, "bash-raw-pty").and_then(echo)) {
+        out += &format!(
+            "  That is {}× the raw PTY round trip of bash ({}), the floor of any shell tool.\n",
+            ratio_plain(w / raw),
+            ms(raw)
+        );
+    }
+    out += &line("spawn → first answer", &|r: &Row| median(&r.spawn), &ms);
+    let mib = |m: f64| format!("{m:.0} MiB");
+    out += &line("peak RSS, all processes", &|r: &Row| r.rss(), &mib);
+    out
+}
+
+/// A multiple for prose: "12", "1,403", "0.72".
+fn ratio_plain(v: f64) -> String {
+    if v < 10.0 {
+        return format!("{v:.2}");
+    }
+    let n = v.round() as u64;
+    match n {
+        n if n >= 1000 => format!("{},{:03}", n / 1000, n % 1000),
+        n => n.to_string(),
+    }
 }
 
 /// Medians over the reference's: raw PTY for echo and start, winx (daemon) for all.
