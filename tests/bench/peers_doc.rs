@@ -405,26 +405,44 @@ fn headline(rows: &[Row], date: &str) -> String {
         (Some(a), None) => show(a),
         _ => "failed".into(),
     };
-    let line = |what: &str, get: &dyn Fn(&Row) -> Option<f64>, show: &dyn Fn(f64) -> String| {
-        let ours = get(winx).map_or("failed".into(), show);
-        let others: Vec<String> = (peers.iter())
-            .map(|p| format!("{} {}", p.label, vs(get(p), get(winx), show)))
-            .collect();
-        format!("- {what}: winx (daemon) {ours}; {}.\n", others.join("; "))
+    let line = |what: &str,
+                ours: String,
+                get: &dyn Fn(&Row) -> Option<f64>,
+                show: &dyn Fn(f64) -> String| {
+        let others =
+            (peers.iter()).map(|p| format!("; {} {}", p.label, vs(get(p), get(winx), show)));
+        format!(
+            "- {what}: winx (daemon) {ours}{}.\n",
+            others.collect::<String>()
+        )
     };
-    let mut out = format!("Last run: {date}, 2-core machine (details in the doc).\n\n");
     let echo = |r: &Row| median(&r.echo);
-    out += &line("`echo hello` round trip, median", &echo, &ms);
-    if let (Some(w), Some(raw)) = (echo(winx), find(rows, "bash-raw-pty").and_then(echo)) {
-        out += &format!(
-            "  That is {}× the raw PTY round trip of bash ({}), the floor of any shell tool.\n",
+    let raw = find(rows, "bash-raw-pty").and_then(echo);
+    let ours = match (echo(winx), raw) {
+        (Some(w), Some(raw)) => format!(
+            "{} ({}× the raw PTY round trip of bash, {})",
+            ms(w),
             ratio_plain(w / raw),
             ms(raw)
-        );
-    }
-    out += &line("spawn → first answer", &|r: &Row| median(&r.spawn), &ms);
+        ),
+        (w, _) => w.map_or("failed".into(), ms),
+    };
+    let mut out = format!(
+        "Last run: {date}, on a shared 2-core machine ([docs/benchmarks.md]\
+         (docs/benchmarks.md) has the details).\n\n"
+    );
+    out += &line("`echo hello` round trip, median", ours, &echo, &ms);
+    let spawn = |r: &Row| median(&r.spawn);
+    let ours = spawn(winx).map_or("failed".into(), ms);
+    out += &line("spawn → first answer", ours, &spawn, &ms);
     let mib = |m: f64| format!("{m:.0} MiB");
-    out += &line("peak RSS, all processes", &|r: &Row| r.rss(), &mib);
+    let ours = winx.rss().map_or("n/a".into(), mib);
+    out += &line(
+        "peak RSS of all its processes",
+        ours,
+        &|r: &Row| r.rss(),
+        &mib,
+    );
     out
 }
 
