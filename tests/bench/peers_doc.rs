@@ -274,7 +274,9 @@ after warm-up calls; the answer must contain the line `hello`.
 - **ReadFiles 10k**: one `ReadFiles` of a 10,000-line, 500 KB file (each program cuts it \
 to its own output budget; the answer size is given).
 - **edit**: `FileWriteOrEdit` with one SEARCH/REPLACE block on a 1,000-line file, checked \
-on disk after every call (the file is read first, untimed).
+on disk after every call (the file is read first, untimed). winx commits durably (fsync), so \
+this column follows the shared disk: the same binary has measured 1.4 ms in one run and 12 ms \
+in the next.
 - **peak RSS**: the sum of the peak resident sets (VmHWM) of the server and every process \
 it started (daemons, guardians, shells), read at the end of the run: an upper bound of \
 what the program held at once.
