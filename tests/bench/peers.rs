@@ -33,7 +33,7 @@ mod rawbash;
 use rawbash::RawBash;
 #[path = "peers_client.rs"]
 mod peers_client;
-use peers_client::{Mcp, become_subreaper, family_hwm, kill_family, text};
+use peers_client::{FamilyGuard, Mcp, become_subreaper, family_hwm, kill_family, text};
 #[path = "peers_doc.rs"]
 mod peers_doc;
 #[path = "peers_svg.rs"]
@@ -436,6 +436,7 @@ fn run_raw_bash() -> Row {
 fn main() {
     // Arguments from `cargo bench` (`--bench`, filters) are ignored: this is one program.
     become_subreaper();
+    let _family = FamilyGuard;
     let only = std::env::var("WINX_BENCH_PEERS_ONLY").ok();
     let wanted = |key: &str| only.as_ref().is_none_or(|o| o.split(',').any(|k| k == key));
     eprintln!("winx peers bench: {BIN}");
