@@ -10,7 +10,7 @@ MCP_SDK_VERSION := 2.3.0
 TS_SDK_VERSION := 1.32.2
 NODE_SDK := target/node
 
-.PHONY: build run test lint fmt bench venv node-sdk shells browser ctags clean
+.PHONY: build run test lint fmt bench bench-peers peers venv node-sdk shells browser ctags clean
 
 build:
 	$(CARGO) build --release --bins
@@ -80,6 +80,35 @@ bench:
 	$(CARGO) bench --bench http
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture
+
+# `make bench-peers` (not part of `make test`): the same workloads against winx (both
+# runtimes), the original winx-code-agent release and wcgw, next to bash on a raw PTY;
+# rewrites docs/benchmarks.md and docs/benchmarks.svg. The peers are installed once under
+# target/peers/ (one directory per pinned version, so a second run installs nothing); a peer
+# that fails to install is reported by the bench as "not installed".
+PEERS := target/peers
+WINX_PEER_VERSION := 0.2.358
+WCGW_VERSION := 5.6.7
+WINX_PEER := $(PEERS)/winx-$(WINX_PEER_VERSION)
+WCGW_PEER := $(PEERS)/wcgw-$(WCGW_VERSION)
+
+# --locked: the crate's own Cargo.lock, as released.
+$(WINX_PEER)/.installed:
+	$(CARGO) install winx-code-agent --version $(WINX_PEER_VERSION) --locked --root $(WINX_PEER)
+	touch $@
+
+$(WCGW_PEER)/.installed:
+	python3 -m venv $(WCGW_PEER)
+	$(WCGW_PEER)/bin/pip install --quiet --disable-pip-version-check "wcgw==$(WCGW_VERSION)"
+	touch $@
+
+peers: $(WINX_PEER)/.installed $(WCGW_PEER)/.installed
+
+bench-peers:
+	-$(MAKE) --no-print-directory -k peers
+	WINX_BENCH_PEER_WINX=$(abspath $(WINX_PEER)/bin/winx-code-agent) \
+		WINX_BENCH_PEER_WCGW=$(abspath $(WCGW_PEER)/bin/wcgw_mcp) \
+		$(CARGO) bench --bench peers
 
 clean:
 	$(CARGO) clean

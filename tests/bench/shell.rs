@@ -9,15 +9,8 @@
 //! panics only when the server misbehaves (wrong or missing answer), because then the
 //! figures would be meaningless. Medians and percentiles throughout, never means.
 
-use crossbeam_channel::{Receiver, unbounded};
-use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
 use serde_json::{Value, json};
-use std::fs::File;
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "report.rs"]
@@ -26,6 +19,9 @@ use report::{Report, Samples};
 #[path = "server.rs"]
 mod server;
 use server::{BIN, Client, HARD_TIMEOUT, Sandbox, rss_of};
+#[path = "rawbash.rs"]
+mod rawbash;
+use rawbash::RawBash;
 
 const CALLS: usize = 1_000;
 /// Unmeasured calls first: the shell's first commands and lazy init stay out of the samples.
@@ -46,9 +42,6 @@ const WINXD_RSS_MIB: f64 = 4.0;
 const TEMPORARY_OVERHEAD_MS: f64 = 0.2;
 /// Helpers in the directory while that is measured: a working session's worth.
 const TEMPORARY_HELPERS: usize = 16;
-
-/// The raw driver's completion marker: the same OSC shape the server's shells print.
-const RAW_MARKER: &[u8] = b"\x1b]6973;rawbench;";
 
 /// `Initialize first_call`, then `echo hello` through `BashCommand`: warm-up, then
 /// `CALLS` timed calls. Every answer must be a completed `hello`.
@@ -151,112 +144,6 @@ fn child_named(parent: i32, name: &str) -> Option<i32> {
     })
 }
 
-/// The floor: bash on a raw PTY (no echo, empty prompt, a `PROMPT_COMMAND` printing a
-/// marker like the server's), driven directly. Dropping it kills bash and its group.
-struct RawBash {
-    child: Child,
-    master: File,
-    chunks: Receiver<Vec<u8>>,
-    buf: Vec<u8>,
-}
-
-impl RawBash {
-    fn start(sb: &Sandbox) -> RawBash {
-        let pty = nix::pty::openpty(None, None).expect("openpty");
-        // `stty -echo`: the command line must not come back as output.
-        let mut tio = tcgetattr(&pty.slave).expect("tcgetattr");
-        tio.local_flags.remove(LocalFlags::ECHO);
-        tcsetattr(&pty.slave, SetArg::TCSANOW, &tio).expect("tcsetattr");
-        for fd in [&pty.master, &pty.slave] {
-            fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).expect("set FD_CLOEXEC");
-        }
-        let slave = || Stdio::from(pty.slave.try_clone().expect("dup slave"));
-        let marker = String::from_utf8_lossy(&RAW_MARKER[1..]).into_owned();
-        let prompt = format!("printf '\\033{marker}%s;%s\\007' \"$?\" \"$PWD\"");
-        let mut cmd = Command::new("bash");
-        cmd.args(["--noediting", "--noprofile", "--norc", "-i"])
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", sb.dir.path().join("home"))
-            .env("TERM", "xterm-256color")
-            .env("PS1", "")
-            .env("PROMPT_COMMAND", prompt)
-            .current_dir(&sb.workspace)
-            .stdin(slave())
-            .stdout(slave())
-            .stderr(slave());
-        // SAFETY: setsid and ioctl only, between fork and exec: a new session whose
-        // controlling terminal is the PTY (stdin is already the slave).
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::libc::setsid();
-                nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("spawn bash");
-        drop(cmd);
-        drop(pty.slave);
-        let mut reader = File::from(pty.master.try_clone().expect("dup master"));
-        let (tx, chunks) = unbounded();
-        // Ends by itself on EIO once bash (the last slave holder) is gone.
-        std::thread::spawn(move || {
-            let mut b = [0u8; 4096];
-            while let Ok(n @ 1..) = reader.read(&mut b)
-                && tx.send(b[..n].to_vec()).is_ok()
-            {}
-        });
-        let mut raw = RawBash {
-            child,
-            master: File::from(pty.master),
-            chunks,
-            buf: Vec::new(),
-        };
-        raw.until_marker(); // the first prompt: bash is ready
-        raw
-    }
-
-    /// Output before the next complete marker (which is consumed).
-    fn until_marker(&mut self) -> Vec<u8> {
-        let deadline = Instant::now() + HARD_TIMEOUT;
-        loop {
-            let start = (self.buf.windows(RAW_MARKER.len())).position(|w| w == RAW_MARKER);
-            if let Some(start) = start
-                && let Some(bel) = self.buf[start..].iter().position(|&b| b == 0x07)
-            {
-                let output = self.buf[..start].to_vec();
-                self.buf.drain(..start + bel + 1);
-                return output;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.chunks.recv_timeout(left) {
-                Ok(chunk) => self.buf.extend_from_slice(&chunk),
-                Err(e) => panic!("raw bash: no marker in {HARD_TIMEOUT:?} ({e})"),
-            }
-        }
-    }
-
-    fn round_trip(&mut self) -> Duration {
-        let t = Instant::now();
-        self.master
-            .write_all(b"echo hello\n")
-            .expect("write to PTY");
-        let output = self.until_marker();
-        let elapsed = t.elapsed();
-        let text = String::from_utf8_lossy(&output);
-        assert!(text.starts_with("hello"), "raw bash answered {text:?}");
-        elapsed
-    }
-}
-
-impl Drop for RawBash {
-    fn drop(&mut self) {
-        unsafe { nix::libc::kill(-(self.child.id() as i32), nix::libc::SIGKILL) };
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The judge and the audit of `echo hello`, in-process (the server runs exactly these two
 /// calls around the command), with `TEMPORARY_HELPERS` files and another session's
 /// directory in the workspace.
@@ -290,7 +177,7 @@ fn temporary_overhead(sb: &Sandbox) -> Samples {
 }
 
 fn raw_pty_round_trips(sb: &Sandbox) -> Samples {
-    let mut bash = RawBash::start(sb);
+    let mut bash = RawBash::start(&sb.dir.path().join("home"), &sb.workspace);
     for _ in 0..WARMUP_CALLS {
         bash.round_trip();
     }
