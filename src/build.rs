@@ -19,7 +19,11 @@ fn main() {
     };
     println!("cargo:rustc-env=WINX_GIT_REV={rev}");
     println!("cargo:rustc-env=WINX_GIT_DIRTY={dirty}");
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.git/index");
+    // In a linked worktree `.git` is a file: ask git where HEAD and the index live (a path
+    // that does not exist would make cargo rerun this script, and rebuild, every time).
+    for (name, fallback) in [("HEAD", ".git/HEAD"), ("index", ".git/index")] {
+        let path = git(&["rev-parse", "--git-path", name]).unwrap_or_else(|| fallback.into());
+        println!("cargo:rerun-if-changed={path}");
+    }
     println!("cargo:rerun-if-changed=src");
 }
