@@ -50,6 +50,59 @@ fn stat(pid: u32) -> Option<(char, u64)> {
     Some((state, fields.nth(18)?.parse().ok()?))
 }
 
+/// The executable of this very process. winxd and guardians are modes of the one
+/// `winx-code-agent` binary, started through this link: a child runs exactly the build of
+/// its parent, even after an upgrade replaced the file on disk.
+pub const SELF_EXE: &str = "/proc/self/exe";
+
+/// The process roles the binary takes by the name it is started under (`argv[0]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `winx-code-agent`: the MCP adapter and operator commands (any other name).
+    Adapter,
+    /// `winxd`: the control plane.
+    Winxd,
+    /// `winx-guardian`: one session's shells.
+    Guardian,
+}
+
+impl Role {
+    /// The role named by `argv0`'s file name: `winxd` and `winx-guardian` (a link of that
+    /// name, or the name a parent started us under); anything else is the adapter.
+    pub fn of(argv0: &std::ffi::OsStr) -> Role {
+        let name = std::path::Path::new(argv0).file_name().unwrap_or(argv0);
+        match name.as_encoded_bytes() {
+            b"winxd" => Role::Winxd,
+            b"winx-guardian" => Role::Guardian,
+            _ => Role::Adapter,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Adapter => "winx-code-agent",
+            Role::Winxd => "winxd",
+            Role::Guardian => "winx-guardian",
+        }
+    }
+
+    /// A command that starts this binary, as it runs now, in `self`'s role.
+    pub fn command(self) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(SELF_EXE);
+        cmd.arg0(self.name());
+        cmd
+    }
+
+    /// Name the process after its role (`ps -o comm`, `pgrep winxd`, `top`): an exec through
+    /// [`SELF_EXE`] would otherwise be named `exe`. Call before starting any thread.
+    pub fn name_process(self) {
+        if let Ok(name) = std::ffi::CString::new(self.name()) {
+            let _ = nix::sys::prctl::set_name(&name);
+        }
+    }
+}
+
 /// Make a write past the file-size limit (`RLIMIT_FSIZE`) fail with `EFBIG` instead of
 /// killing the process with `SIGXFSZ`, so a full state or log file is an error the server
 /// reports. A handler, not `SIG_IGN`: handlers reset on `exec`, so winxd, guardians and
@@ -72,6 +125,22 @@ pub fn survive_file_size_limit() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roles_follow_the_name_started_under() {
+        use std::ffi::OsStr;
+        assert_eq!(Role::of(OsStr::new("winxd")), Role::Winxd);
+        assert_eq!(
+            Role::of(OsStr::new("/usr/local/bin/winx-guardian")),
+            Role::Guardian
+        );
+        assert_eq!(Role::of(OsStr::new("winx-code-agent")), Role::Adapter);
+        assert_eq!(Role::of(OsStr::new("./winxd-old")), Role::Adapter);
+        assert_eq!(Role::of(OsStr::new("")), Role::Adapter);
+        for role in [Role::Adapter, Role::Winxd, Role::Guardian] {
+            assert_eq!(Role::of(OsStr::new(role.name())), role);
+        }
+    }
 
     #[test]
     fn identities() {

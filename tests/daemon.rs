@@ -352,7 +352,6 @@ fn a_winxd_of_another_build_is_replaced_and_older_guardians_are_flagged() {
 #[test]
 fn a_losing_winxd_start_exits_only_once_the_winner_answers() {
     use std::os::unix::net::UnixStream;
-    let winxd = std::path::Path::new(support::bin()).with_file_name("winxd");
     for round in 0..40 {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("winx/winxd.sock");
@@ -360,7 +359,7 @@ fn a_losing_winxd_start_exits_only_once_the_winner_answers() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut pids = KillOnDrop(Vec::new());
         for _ in 0..6 {
-            let mut child = std::process::Command::new(&winxd)
+            let mut child = support::winxd_command()
                 .arg("--socket")
                 .arg(&socket)
                 .env_clear()

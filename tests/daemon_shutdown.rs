@@ -1,7 +1,7 @@
 //! winxd's main thread owns shutdown: a `Shutdown` request ends every thread and the
 //! process exits 0; control connections are bounded; a full descriptor table (EMFILE)
-//! makes the accept loop back off instead of spinning. Each test drives the real `winxd`
-//! binary directly (its own runtime directory, kill on Drop).
+//! makes the accept loop back off instead of spinning. Each test drives the real binary
+//! as `winxd` directly (its own runtime directory, kill on Drop).
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use serde_json::{Value, json};
@@ -38,8 +38,10 @@ impl Winxd {
         let socket = run.join("winxd.sock");
         let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
         let w = ready_w.as_raw_fd();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_winxd"));
-        cmd.arg("--socket")
+        // The binary in its winxd role: started under that name, as the adapter starts it.
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_winx-code-agent"));
+        cmd.arg0("winxd")
+            .arg("--socket")
             .arg(&socket)
             .arg("--ready-fd")
             .arg("3")

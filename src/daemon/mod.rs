@@ -35,7 +35,7 @@ use std::fs::{self, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,11 +67,7 @@ pub struct Daemon {
 }
 
 /// Take the lock and bind the socket.
-pub fn start(
-    socket: &Path,
-    guardian_bin: PathBuf,
-    lifecycle: Lifecycle,
-) -> Result<Started, String> {
+pub fn start(socket: &Path, lifecycle: Lifecycle) -> Result<Started, String> {
     let dir = socket
         .parent()
         .ok_or("socket path has no directory")?
@@ -96,7 +92,6 @@ pub fn start(
         state: Arc::new(State {
             runtime_dir: dir,
             socket: socket.to_path_buf(),
-            guardian_bin,
             lifecycle,
             lock: Mutex::new(Some(lock)),
             starting: Mutex::new(()),

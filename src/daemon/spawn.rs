@@ -1,14 +1,15 @@
-//! Starting a `winx-guardian` process: detached in its own session, with a readiness pipe
+//! Starting a `winx-guardian` process (this binary in its guardian role): detached in its own session, with a readiness pipe
 //! on fd 3 that carries "ok" or the reason it failed. An exec failure is reported by
 //! `Command::spawn` itself (std's CLOEXEC exec-error pipe), never a silent dead session.
 
 use crate::deadline::Deadline;
+use crate::process::{Role, SELF_EXE};
 use crate::wire::daemon::Request;
 use crate::wire::error::RuntimeError;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 /// How long a guardian may take from exec to a ready shell.
@@ -17,7 +18,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 pub const READY_FD: i32 = 3;
 
 /// Spawn the guardian for an `Ensure` request and wait until it reports ready.
-pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, RuntimeError> {
+pub fn guardian(socket: &Path, req: &Request) -> Result<u32, RuntimeError> {
     let Request::Ensure {
         workspace,
         shell,
@@ -34,7 +35,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, Runtime
     let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| RuntimeError::start("guardian readiness pipe", &e.into()))?;
     let ready_w_fd = ready_w.as_raw_fd();
-    let mut cmd = Command::new(bin);
+    let mut cmd = Role::Guardian.command();
     cmd.arg("--socket")
         .arg(socket)
         .arg("--session-dir")
@@ -70,7 +71,7 @@ pub fn guardian(bin: &Path, socket: &Path, req: &Request) -> Result<u32, Runtime
     }
     let mut child = cmd
         .spawn()
-        .map_err(|e| RuntimeError::start(format!("exec {}", bin.display()), &e))?;
+        .map_err(|e| RuntimeError::start(format!("exec winx-guardian ({SELF_EXE})"), &e))?;
     drop(ready_w);
     let pid = child.id();
     let outcome = read_ready(ready_r);

@@ -18,7 +18,6 @@ const PROBE_WAIT: Duration = Duration::from_secs(2);
 pub struct State {
     pub runtime_dir: PathBuf,
     pub socket: PathBuf,
-    pub guardian_bin: PathBuf,
     pub lifecycle: Lifecycle,
     /// The `winxd.lock` handle; dropped (unlocking) on `Shutdown` before answering, so a
     /// successor can start as soon as we answer.
@@ -101,7 +100,7 @@ fn ensure(state: &State, key: &str, req: &Request) -> Response {
     if let Err(error) = lifecycle::make_room(&state.runtime_dir, &state.lifecycle) {
         return Response::Error { error };
     }
-    match spawn::guardian(&state.guardian_bin, &socket, req) {
+    match spawn::guardian(&socket, req) {
         Ok(pid) => {
             log::info!("started guardian {pid} for session {key}");
             Response::Ensured {

@@ -3,29 +3,21 @@
 
 use crate::deadline::Deadline;
 use crate::ipc::ready::Verdict;
+use crate::process::{Role, SELF_EXE};
 use crate::wire::daemon::{PROTOCOL, Request, Response};
 use crate::wire::error::RuntimeError;
 use crate::wire::{Hello, read_frame, write_frame};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 /// How long winxd may take to bind its socket after exec.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one control request may take (a guardian start included).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The sibling executable `name` of the running binary (tests and installs keep the
-/// three binaries together).
-pub fn sibling(name: &str) -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name))
-}
 
 /// A connection to winxd past the hellos, and the build winxd said it is.
 fn connect(socket: &Path) -> Result<(UnixStream, String), RuntimeError> {
@@ -56,8 +48,7 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), RuntimeError> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| RuntimeError::start("winxd readiness pipe", &e.into()))?;
     let w_fd = w.as_raw_fd();
-    let bin = sibling("winxd");
-    let mut cmd = Command::new(&bin);
+    let mut cmd = Role::Winxd.command();
     cmd.arg("--socket")
         .arg(socket)
         .arg("--ready-fd")
@@ -79,7 +70,7 @@ fn start(socket: &Path, env: &[(String, String)]) -> Result<(), RuntimeError> {
     }
     let mut child = cmd
         .spawn()
-        .map_err(|e| RuntimeError::start(format!("exec {}", bin.display()), &e))?;
+        .map_err(|e| RuntimeError::start(format!("exec winxd ({SELF_EXE})"), &e))?;
     drop(w);
     let verdict = crate::ipc::ready::wait_verdict(r, Deadline::after("winxd start", START_TIMEOUT));
     // winxd daemonises by staying in its own session; reap it if it already exited.

@@ -23,6 +23,14 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_winx-code-agent")
 }
 
+/// The binary in its `winxd` role (started under that name, as the adapter starts it).
+pub fn winxd_command() -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg0("winxd");
+    cmd
+}
+
 pub struct Agent {
     /// Environment given to the adapter (and so to the winxd it starts), for operator runs.
     pub env: Vec<(String, String)>,

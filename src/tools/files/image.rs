@@ -20,7 +20,7 @@ use crate::tools::error::mark;
 use crate::tools::error_code::ErrorCode;
 use crate::tools::name::ToolName;
 use base64::Engine;
-use image::imageops::FilterType;
+use image::imageops::{self, FilterType};
 use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 use serde_json::{Map, Value, json};
 use std::io::{Cursor, Read};
@@ -169,42 +169,83 @@ struct Delivered {
     height: u32,
 }
 
-fn has_visible_alpha(img: &DynamicImage) -> bool {
-    img.color().has_alpha() && img.to_rgba8().pixels().any(|p| p.0[3] != u8::MAX)
+/// The pixels a re-encoding works on: RGBA when any pixel is not fully opaque (delivered as
+/// PNG), else RGB (delivered as JPEG). Converting once to one of two concrete buffers keeps
+/// one resize per buffer type in the binary, not one per pixel type a decoder can return.
+enum Pixels {
+    Rgb(image::RgbImage),
+    Rgba(image::RgbaImage),
 }
 
-fn encode(img: &DynamicImage, alpha: bool) -> Result<Delivered, image::ImageError> {
-    let mut out = Vec::new();
-    let mime = if alpha {
-        img.to_rgba8()
-            .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)?;
-        "image/png"
-    } else {
-        let rgb = img.to_rgb8();
-        let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
-        rgb.write_with_encoder(enc)?;
-        "image/jpeg"
-    };
-    Ok(Delivered {
-        mime,
-        bytes: out,
-        width: img.width(),
-        height: img.height(),
-    })
+impl Pixels {
+    fn of(img: &DynamicImage) -> Pixels {
+        if img.color().has_alpha() {
+            let rgba = img.to_rgba8();
+            if rgba.pixels().any(|p| p.0[3] != u8::MAX) {
+                return Pixels::Rgba(rgba);
+            }
+        }
+        Pixels::Rgb(img.to_rgb8())
+    }
+
+    fn dimensions(&self) -> (u32, u32) {
+        match self {
+            Pixels::Rgb(b) => b.dimensions(),
+            Pixels::Rgba(b) => b.dimensions(),
+        }
+    }
+
+    /// Scaled (keeping the aspect ratio) to fit a `edge` × `edge` box.
+    fn fit(&self, edge: u32) -> Pixels {
+        let (w, h) = self.dimensions();
+        let ratio = f64::min(edge as f64 / w as f64, edge as f64 / h as f64);
+        let scaled = |n: u32| ((n as f64 * ratio).round() as u32).max(1);
+        let (nw, nh) = (scaled(w), scaled(h));
+        match self {
+            Pixels::Rgb(b) => Pixels::Rgb(imageops::resize(b, nw, nh, FilterType::Triangle)),
+            Pixels::Rgba(b) => Pixels::Rgba(imageops::resize(b, nw, nh, FilterType::Triangle)),
+        }
+    }
+
+    fn encode(&self) -> Result<Delivered, image::ImageError> {
+        let mut out = Vec::new();
+        let (width, height) = self.dimensions();
+        // Encoders by name: `write_to` dispatches on the format at run time and so links
+        // every encoder the features enable (WebP, GIF), which we never write.
+        let mime = match self {
+            Pixels::Rgba(b) => {
+                b.write_with_encoder(image::codecs::png::PngEncoder::new(&mut out))?;
+                "image/png"
+            }
+            Pixels::Rgb(b) => {
+                let enc =
+                    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
+                b.write_with_encoder(enc)?;
+                "image/jpeg"
+            }
+        };
+        Ok(Delivered {
+            mime,
+            bytes: out,
+            width,
+            height,
+        })
+    }
 }
 
 /// Resize (keeping the aspect ratio) to a long edge of at most `MAX_LONG_EDGE` and
 /// re-encode, shrinking further while the encoding exceeds `MAX_DELIVERED_BYTES`.
 fn reencode(img: &DynamicImage) -> Result<Delivered, String> {
-    let alpha = has_visible_alpha(img);
-    let mut edge = img.width().max(img.height()).min(MAX_LONG_EDGE);
+    let pixels = Pixels::of(img);
+    let (w, h) = pixels.dimensions();
+    let mut edge = w.max(h).min(MAX_LONG_EDGE);
     loop {
-        let scaled = if img.width().max(img.height()) <= edge {
-            img.clone()
+        let d = if w.max(h) <= edge {
+            pixels.encode()
         } else {
-            img.resize(edge, edge, FilterType::Triangle)
+            pixels.fit(edge).encode()
         };
-        let d = encode(&scaled, alpha).map_err(|e| format!("re-encoding failed: {e}"))?;
+        let d = d.map_err(|e| format!("re-encoding failed: {e}"))?;
         if d.bytes.len() <= MAX_DELIVERED_BYTES {
             return Ok(d);
         }

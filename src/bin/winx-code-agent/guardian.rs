@@ -12,7 +12,8 @@ use winx::ipc::ready::{self, Verdict};
 const USAGE: &str = "usage: winx-guardian --socket PATH --session-dir DIR --workspace DIR --shell PATH \
 [--dialect bash|zsh] [--ready-fd N] [--temp-dir DIR] | --version";
 
-fn main() -> ExitCode {
+pub fn main(args: std::env::ArgsOs) -> ExitCode {
+    winx::process::Role::Guardian.name_process();
     winx::alloc::single_arena();
     winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
     let mut socket = None;
@@ -23,7 +24,7 @@ fn main() -> ExitCode {
     let mut ready_fd: Option<i32> = None;
     let mut temp_dir = None;
     let mut labels = winx::wire::guardian::Labels::default();
-    let mut parser = lexopt::Parser::from_env();
+    let mut parser = lexopt::Parser::from_args(args);
     loop {
         let arg = match parser.next() {
             Ok(Some(a)) => a,

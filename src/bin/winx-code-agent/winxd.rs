@@ -8,16 +8,16 @@ use std::process::ExitCode;
 use winx::config::winxd::WinxdConfig;
 use winx::daemon::{self, Started};
 use winx::ipc::ready::{self, Verdict};
-use winx::runtime::daemon::sibling;
 
 const USAGE: &str = "usage: winxd [--socket PATH] [--ready-fd N] | --version";
 
-fn main() -> ExitCode {
+pub fn main(args: std::env::ArgsOs) -> ExitCode {
+    winx::process::Role::Winxd.name_process();
     winx::alloc::single_arena();
     winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
     let mut socket: Option<PathBuf> = None;
     let mut ready_fd: Option<i32> = None;
-    let mut parser = lexopt::Parser::from_env();
+    let mut parser = lexopt::Parser::from_args(args);
     loop {
         let arg = match parser.next() {
             Ok(Some(a)) => a,
@@ -77,7 +77,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    match daemon::start(&config.socket, sibling("winx-guardian"), config.lifecycle) {
+    match daemon::start(&config.socket, config.lifecycle) {
         Ok(Started::AlreadyRunning) => {
             report(Verdict::AlreadyRunning);
             ExitCode::SUCCESS

@@ -1,4 +1,9 @@
-//! `winx-code-agent`: the MCP adapter. All logic lives in the library.
+//! `winx-code-agent`: the MCP adapter, and under the names `winxd` and `winx-guardian` the
+//! other two process roles (one binary: see docs/architecture.md, "One binary, three
+//! roles"). All logic lives in the library.
+
+mod guardian;
+mod winxd;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,10 +12,20 @@ use winx::config::Config;
 use winx::config::cli::{self, Command};
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    let role = winx::process::Role::of(&args.next().unwrap_or_default());
+    match role {
+        winx::process::Role::Winxd => winxd::main(args),
+        winx::process::Role::Guardian => guardian::main(args),
+        winx::process::Role::Adapter => adapter(args),
+    }
+}
+
+fn adapter(args: std::env::ArgsOs) -> ExitCode {
     winx::alloc::single_arena();
     winx::process::survive_file_size_limit();
     winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
-    let command = match cli::parse(std::env::args_os().skip(1)) {
+    let command = match cli::parse(args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");
