@@ -12,6 +12,35 @@ pub fn vm_rss_mib(pid: i32) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// A process's memory in MiB, from `/proc/PID/smaps_rollup` (read by the benches that
+/// start several processes; the others include this file too).
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug)]
+pub struct Memory {
+    /// Every resident page it maps, shared ones counted in full (`VmRSS`).
+    pub rss: f64,
+    /// Its proportional share: a page mapped by n processes counts 1/n (`Pss`).
+    pub pss: f64,
+    /// Pages only it maps (`Private_Clean` + `Private_Dirty`): what its exit frees.
+    pub private: f64,
+}
+
+/// `None` once the process is gone.
+#[allow(dead_code)]
+pub fn memory_mib(pid: i32) -> Option<Memory> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = rollup.lines().find_map(|l| l.strip_prefix(name))?;
+        let kib: f64 = line.split_whitespace().next()?.parse().ok()?;
+        Some(kib / 1024.0)
+    };
+    Some(Memory {
+        rss: field("Rss:")?,
+        pss: field("Pss:")?,
+        private: field("Private_Clean:")? + field("Private_Dirty:")?,
+    })
+}
+
 /// Latency samples, sorted; percentiles by nearest rank, so every figure is a real sample.
 pub struct Samples(Vec<Duration>);
 

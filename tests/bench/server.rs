@@ -3,7 +3,7 @@
 //! killed on drop) and a JSON-RPC client over one server process.
 #![allow(dead_code)]
 
-use super::report::vm_rss_mib;
+use super::report::{Memory, memory_mib, vm_rss_mib};
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use serde_json::{Value, json};
 use std::fs::OpenOptions;
@@ -103,17 +103,17 @@ pub fn procs_mentioning(path: &Path) -> Vec<(i32, Vec<String>)> {
     out
 }
 
-/// RSS of the live sandbox processes whose executable is `name` (basename of argv[0]),
-/// and whose arguments contain `arg`.
-pub fn rss_of(sb: &Sandbox, name: &str, arg: &str) -> Vec<f64> {
+/// Memory of the live sandbox processes started as `name` (basename of argv[0]), and
+/// whose arguments contain `arg`.
+pub fn memory_of(sb: &Sandbox, name: &str, arg: &str) -> Vec<Memory> {
     let procs = procs_mentioning(sb.dir.path()).into_iter();
     let procs = procs.filter(|(_, argv)| {
         let exe = argv.first().map(|a| a.rsplit('/').next().unwrap_or(a));
         exe == Some(name) && argv.iter().any(|a| a.contains(arg))
     });
-    let rss: Vec<f64> = procs.filter_map(|(pid, _)| vm_rss_mib(pid)).collect();
-    assert!(!rss.is_empty(), "no live {name} mentioning {arg}");
-    rss
+    let found: Vec<Memory> = procs.filter_map(|(pid, _)| memory_mib(pid)).collect();
+    assert!(!found.is_empty(), "no live {name} mentioning {arg}");
+    found
 }
 
 /// A JSON-RPC client over one server process with a reader thread; kill on Drop.
