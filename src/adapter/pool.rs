@@ -1,14 +1,60 @@
 //! A bounded worker pool fed by a crossbeam channel. Shared by every transport.
+//!
+//! At most `workers` jobs run at once, counted by `Slots`: a worker takes a slot before it
+//! runs a job, and `run_here` runs a job on the caller's thread when a slot is free (the
+//! stdio reader does, to spare the request a hand-off to another thread).
 
 use crate::deadline::Deadline;
 use crossbeam_channel::{Receiver, Sender, bounded, select};
+use parking_lot::{Condvar, Mutex};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
 pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
+/// Jobs that may run at once, wherever they run.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    fn take(&self) {
+        let mut free = self.free.lock();
+        while *free == 0 {
+            self.freed.wait(&mut free);
+        }
+        *free -= 1;
+    }
+
+    fn try_take(&self) -> bool {
+        let mut free = self.free.lock();
+        let taken = *free > 0;
+        if taken {
+            *free -= 1;
+        }
+        taken
+    }
+
+    fn give(&self) {
+        *self.free.lock() += 1;
+        self.freed.notify_one();
+    }
+
+    /// Run `job` in a slot taken by the caller, giving the slot back however it ends.
+    fn run(&self, job: Job) {
+        // A job maps its own panics to an answer; this keeps the thread alive regardless.
+        if catch_unwind(AssertUnwindSafe(job)).is_err() {
+            log::error!("a job panicked outside its own handler");
+        }
+        self.give();
+    }
+}
+
 pub struct Pool {
     tx: Sender<Job>,
+    slots: Arc<Slots>,
     /// Disconnects once every worker has exited.
     done: Receiver<()>,
     handles: Vec<JoinHandle<()>>,
@@ -19,17 +65,37 @@ impl Pool {
     pub fn new(name: &str, workers: usize, queue: usize) -> std::io::Result<Pool> {
         let (tx, rx) = bounded::<Job>(queue);
         let (done_tx, done) = bounded::<()>(0);
+        let slots = Arc::new(Slots {
+            free: Mutex::new(workers),
+            freed: Condvar::new(),
+        });
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
             let rx = rx.clone();
             let done_tx = done_tx.clone();
+            let slots = slots.clone();
             handles.push(
                 thread::Builder::new()
                     .name(format!("{name}-{i}"))
-                    .spawn(move || worker(rx, done_tx))?,
+                    .spawn(move || worker(rx, &slots, done_tx))?,
             );
         }
-        Ok(Pool { tx, done, handles })
+        Ok(Pool {
+            tx,
+            slots,
+            done,
+            handles,
+        })
+    }
+
+    /// Run `job` on this thread if fewer than `workers` jobs are running; otherwise hand
+    /// it back, to be queued.
+    pub fn run_here(&self, job: Job) -> Result<(), Job> {
+        if !self.slots.try_take() {
+            return Err(job);
+        }
+        self.slots.run(job);
+        Ok(())
     }
 
     /// Queue a job, waiting while the queue is full (backpressure on the reader).
@@ -45,7 +111,9 @@ impl Pool {
     /// Stop taking jobs, let queued and running jobs finish until `grace` passes.
     /// Returns whether every worker finished in time.
     pub fn shutdown(self, grace: Deadline) -> bool {
-        let Pool { tx, done, handles } = self;
+        let Pool {
+            tx, done, handles, ..
+        } = self;
         drop(tx);
         let finished = select! {
             recv(done) -> _ => true,
@@ -65,12 +133,10 @@ impl Pool {
     }
 }
 
-fn worker(rx: Receiver<Job>, _done: crossbeam_channel::Sender<()>) {
+fn worker(rx: Receiver<Job>, slots: &Slots, _done: crossbeam_channel::Sender<()>) {
     for job in rx {
-        // A job maps its own panics to an answer; this keeps the worker alive regardless.
-        if catch_unwind(AssertUnwindSafe(job)).is_err() {
-            log::error!("a job panicked outside its own handler");
-        }
+        slots.take();
+        slots.run(job);
     }
 }
 
@@ -93,6 +159,37 @@ mod tests {
         let mut got: Vec<i32> = (0..10).map(|_| rx.recv().unwrap()).collect();
         got.sort();
         assert_eq!(got, (0..10).collect::<Vec<_>>());
+        assert!(pool.shutdown(Deadline::after("test grace", Duration::from_secs(5))));
+    }
+
+    #[test]
+    fn a_job_run_here_counts_against_the_workers() {
+        let pool = Pool::new("t", 1, 4).unwrap();
+        let (started_tx, started) = crossbeam_channel::unbounded();
+        let (release, release_rx) = crossbeam_channel::unbounded::<()>();
+        let blocker = {
+            let (started_tx, release_rx) = (started_tx.clone(), release_rx.clone());
+            Box::new(move || {
+                started_tx.send("here").unwrap();
+                release_rx.recv().unwrap();
+            })
+        };
+        // The one slot is free: the job runs on a thread of ours, as `run_here` would.
+        let pool = Arc::new(pool);
+        let p = pool.clone();
+        let here = thread::spawn(move || p.run_here(blocker).is_ok());
+        assert_eq!(started.recv().unwrap(), "here");
+        // Now no slot is free: `run_here` hands the job back, and a queued job waits.
+        let refused = pool.run_here(Box::new(|| {}));
+        assert!(refused.is_err());
+        pool.submit(Box::new(move || started_tx.send("queued").unwrap()))
+            .ok()
+            .unwrap();
+        assert!(started.recv_timeout(Duration::from_millis(50)).is_err());
+        release.send(()).unwrap();
+        assert!(here.join().unwrap());
+        assert_eq!(started.recv().unwrap(), "queued");
+        let pool = Arc::into_inner(pool).unwrap();
         assert!(pool.shutdown(Deadline::after("test grace", Duration::from_secs(5))));
     }
 

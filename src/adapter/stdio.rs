@@ -1,14 +1,21 @@
 //! MCP over stdio: one JSON message per line in, one per line out.
 //!
-//! Threads: `stdin-reader` (this function's caller thread) parses lines and queues
-//! requests on one of three lanes (`mcp::lane`): `mcp-worker-N` for work that may wait
+//! Threads: two readers take turns on stdin (leader/follower): the caller's thread and
+//! `stdin-reader`. The one holding stdin reads and parses a line; a request goes to one
+//! of three lanes (`mcp::lane`). When the other reader is idle, waiting for stdin, and
+//! the lane has a free slot, the reader releases stdin to it and runs the request
+//! itself, sparing it the hand-off to a pool thread (one wake-up per call); otherwise the
+//! request is queued on its lane: `mcp-worker-N` for work that may wait
 //! long, `mcp-interactive-N` for status checks and input to a running command, and
 //! `mcp-control-N` for requests answered from memory (ping, lists, task lookups), so long
 //! waits can never delay a ping or a Ctrl-C. Workers write their own answers through the
 //! one `writer::Output` (a mutex keeps every line whole). `progress-ticker` sends
 //! `notifications/progress` every `PROGRESS_INTERVAL` for requests that carry
 //! `_meta.progressToken` until they are answered.
-//! Answers leave in completion order. On stdin EOF the reader stops, queued and running
+//! A request run by a reader holds one of its lane's slots, so a lane never runs more
+//! than its workers at once, and one reader is always free to read (a ping or a Ctrl-C is
+//! never stuck behind a long wait).
+//! Answers leave in completion order. On stdin EOF the readers stop, queued and running
 //! requests are answered within `SHUTDOWN_GRACE`, then the process returns.
 
 use super::Handler;
@@ -25,7 +32,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How long in-flight requests may run after stdin closes. Long enough for ordinary
@@ -69,7 +76,11 @@ impl Lanes {
     }
 
     fn pool(&self, req: &Request) -> &Pool {
-        match crate::mcp::lane::classify(req) {
+        self.lane(crate::mcp::lane::classify(req))
+    }
+
+    fn lane(&self, lane: Lane) -> &Pool {
+        match lane {
             Lane::Work => &self.work,
             Lane::Interactive => &self.interactive,
             Lane::Control => &self.control,
@@ -84,6 +95,21 @@ impl Lanes {
     }
 }
 
+/// What both readers share: stdin, and everything a request needs to be answered.
+struct Shared<R> {
+    reader: Mutex<LineReader<R>>,
+    /// Readers waiting for (or about to take) `reader`.
+    idle: AtomicUsize,
+    /// stdin ended or failed: every reader returns.
+    ended: AtomicBool,
+    max_message_bytes: usize,
+    lanes: Lanes,
+    in_flight: InFlight,
+    progress: Progress,
+    out: writer::Output,
+    handler: Arc<dyn Handler>,
+}
+
 /// Serve until `input` ends. Returns once every answer that could be given was written.
 pub fn serve<R, W>(
     input: R,
@@ -92,56 +118,114 @@ pub fn serve<R, W>(
     handler: Arc<dyn Handler>,
 ) -> std::io::Result<()>
 where
-    R: BufRead,
+    R: BufRead + Send + 'static,
     W: Write + Send + 'static,
 {
     let out = writer::Output::new(output);
-    let lanes = Lanes::new(limits.workers)?;
-    let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
-    let progress = Progress::start(out.clone(), PROGRESS_INTERVAL)?;
-    let mut reader = LineReader::new(input, limits.max_message_bytes);
+    let shared = Arc::new(Shared {
+        reader: Mutex::new(LineReader::new(input, limits.max_message_bytes)),
+        idle: AtomicUsize::new(0),
+        ended: AtomicBool::new(false),
+        max_message_bytes: limits.max_message_bytes,
+        lanes: Lanes::new(limits.workers)?,
+        in_flight: Arc::new(Mutex::new(HashMap::new())),
+        progress: Progress::start(out.clone(), PROGRESS_INTERVAL)?,
+        out,
+        handler,
+    });
+    let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
+    let other = shared.clone();
+    std::thread::Builder::new()
+        .name("stdin-reader".into())
+        .spawn(move || {
+            read(&other);
+            drop(done_tx);
+        })?;
+    read(&shared);
+    log::debug!("stdin closed; finishing in-flight requests");
+    let grace = Deadline::after("shutdown grace", SHUTDOWN_GRACE);
+    // The other reader may be running a request: it has the same grace as the lanes.
+    let reader_done = crossbeam_channel::select! {
+        recv(done) -> _ => true,
+        recv(grace.receiver()) -> _ => false,
+    };
+    // Only this thread and the finished reader held `shared`; a reader still running a
+    // request keeps its own reference, and its lane is left to the grace.
+    let finished = match Arc::try_unwrap(shared) {
+        Ok(s) => {
+            let lanes_done = s.lanes.shutdown(grace);
+            s.progress.stop();
+            lanes_done
+        }
+        Err(_) => false,
+    };
+    if !(reader_done && finished) {
+        log::warn!("shutdown grace expired with requests still running; exiting without them");
+    }
+    Ok(())
+}
+
+/// One reader's turns on stdin until it ends.
+fn read<R: BufRead>(s: &Shared<R>) {
     loop {
-        let line = match reader.next_line() {
-            Ok(Line::Eof) => break,
-            Ok(l) => l,
-            Err(e) => {
-                log::error!("stdin read failed: {e}");
-                break;
-            }
-        };
-        let bytes = match line {
-            Line::Message(b) => b,
-            Line::Oversized { bytes } => {
+        s.idle.fetch_add(1, Ordering::SeqCst);
+        let mut reader = s.reader.lock();
+        s.idle.fetch_sub(1, Ordering::SeqCst);
+        if s.ended.load(Ordering::SeqCst) {
+            return;
+        }
+        let bytes = match reader.next_line() {
+            Ok(Line::Message(b)) => b,
+            Ok(Line::Oversized { bytes }) => {
                 let e = RpcError::new(
                     ErrorCode::InvalidRequest,
                     format!(
                         "message of {bytes} bytes exceeds the {} byte limit",
-                        limits.max_message_bytes
+                        s.max_message_bytes
                     ),
                 );
-                send(&out, &Response::err(None, e));
+                send(&s.out, &Response::err(None, e));
                 continue;
             }
-            Line::Eof => break,
+            Ok(Line::Eof) => {
+                s.ended.store(true, Ordering::SeqCst);
+                return;
+            }
+            Err(e) => {
+                log::error!("stdin read failed: {e}");
+                s.ended.store(true, Ordering::SeqCst);
+                return;
+            }
         };
         match parse_message(&bytes) {
             Incoming::Request(req) => {
-                queue(lanes.pool(&req), &in_flight, &progress, &out, &handler, req)
+                let pool = s.lanes.pool(&req);
+                let Some(job) = prepare(s, req) else { continue };
+                if s.idle.load(Ordering::SeqCst) == 0 {
+                    // Nobody would read while we run it: queue it (stdin stays ours).
+                    submit(pool, job);
+                    continue;
+                }
+                // The waiting reader takes stdin over before we run the request.
+                drop(reader);
+                if let Err(job) = pool.run_here(job) {
+                    submit(pool, job);
+                }
             }
             Incoming::Notification(n) if n.method == "notifications/cancelled" => {
-                cancel(&in_flight, n.params.get("requestId"));
+                cancel(&s.in_flight, n.params.get("requestId"));
             }
-            Incoming::Notification(n) => handler.on_notification(&n),
+            Incoming::Notification(n) => s.handler.on_notification(&n),
             Incoming::Response(id) => log::debug!("ignoring a response to {id}"),
-            Incoming::Invalid(resp) => send(&out, &resp),
+            Incoming::Invalid(resp) => send(&s.out, &resp),
         }
     }
-    log::debug!("stdin closed; finishing in-flight requests");
-    if !lanes.shutdown(Deadline::after("shutdown grace", SHUTDOWN_GRACE)) {
-        log::warn!("shutdown grace expired with requests still running; exiting without them");
+}
+
+fn submit(pool: &Pool, job: super::pool::Job) {
+    if pool.submit(job).is_err() {
+        log::error!("worker pool is gone; dropping a request");
     }
-    progress.stop();
-    Ok(())
 }
 
 fn send(out: &writer::Output, resp: &Response) {
@@ -157,14 +241,10 @@ fn cancel(in_flight: &InFlight, id: Option<&Value>) {
     }
 }
 
-fn queue(
-    pool: &Pool,
-    in_flight: &InFlight,
-    progress: &Progress,
-    out: &writer::Output,
-    handler: &Arc<dyn Handler>,
-    req: Request,
-) {
+/// Register `req` as in flight and make the job that answers it; `None` when its id is
+/// already in flight (refused here).
+fn prepare<R>(s: &Shared<R>, req: Request) -> Option<super::pool::Job> {
+    let (in_flight, progress, out, handler) = (&s.in_flight, &s.progress, &s.out, &s.handler);
     let cancelled = Arc::new(AtomicBool::new(false));
     {
         let mut map = in_flight.lock();
@@ -175,7 +255,7 @@ fn queue(
             );
             drop(map);
             send(out, &Response::err(Some(req.id), e));
-            return;
+            return None;
         }
         map.insert(req.id.clone(), cancelled.clone());
     }
@@ -187,7 +267,7 @@ fn queue(
         .cloned();
     let (in_flight, out, handler) = (in_flight.clone(), out.clone(), handler.clone());
     let progress = progress.clone();
-    let job = Box::new(move || {
+    Some(Box::new(move || {
         let id = req.id.clone();
         if let Some(token) = token {
             progress.watch(id.clone(), token);
@@ -217,10 +297,7 @@ fn queue(
         }
         progress.forget(&id);
         in_flight.lock().remove(&id);
-    });
-    if pool.submit(job).is_err() {
-        log::error!("worker pool is gone; dropping a request");
-    }
+    }))
 }
 
 #[cfg(test)]

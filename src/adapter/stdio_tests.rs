@@ -61,6 +61,10 @@ impl Handler for Scripted {
                 Response::ok(req.id, json!({"blocked": true}))
             }
             "panic" => panic!("scripted panic"),
+            "whoami" => {
+                let name = thread::current().name().unwrap_or("").to_string();
+                Response::ok(req.id, json!({"thread": name}))
+            }
             m => Response::ok(req.id, json!({"method": m})),
         }
     }
@@ -159,6 +163,35 @@ fn answers_leave_in_completion_order() {
     assert_eq!(h.next()["id"], 2);
     h.gate.send(()).unwrap();
     assert_eq!(h.next()["id"], 1);
+    assert!(h.finish().is_empty());
+}
+
+/// The hand-off spared: with the other reader waiting for stdin, a reader runs the request
+/// itself instead of queuing it for a pool thread (whether the other reader already waits
+/// when the first request arrives is a race, so a few requests are tried).
+#[test]
+fn a_reader_runs_a_request_itself_while_the_other_reads() {
+    let h = Harness::new(2);
+    let mut threads = Vec::new();
+    for id in 0..20 {
+        h.req(id, "whoami");
+        let thread = h.next()["result"]["thread"].as_str().unwrap().to_string();
+        if !thread.starts_with("mcp-") {
+            break;
+        }
+        threads.push(thread);
+    }
+    assert!(
+        threads.len() < 20,
+        "every request went to a pool: {threads:?}"
+    );
+    // Still, a request that blocks on a reader leaves stdin to the other: a ping passes.
+    h.req(100, "block");
+    h.wait_started();
+    h.req(101, "ping");
+    assert_eq!(h.next()["id"], 101);
+    h.gate.send(()).unwrap();
+    assert_eq!(h.next()["id"], 100);
     assert!(h.finish().is_empty());
 }
 

@@ -116,7 +116,9 @@ fn serve_stdio(config: Config, usage: winx::usage::Sink) -> ExitCode {
         Arc::new(winx::mcp::Server::with_usage(&config, usage)),
         Arc::new(config),
     ));
-    match stdio::serve(std::io::stdin().lock(), std::io::stdout(), limits, handler) {
+    // Two reader threads take turns on stdin, so it is shared (`Stdin`), not locked once.
+    let input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin());
+    match stdio::serve(input, std::io::stdout(), limits, handler) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
