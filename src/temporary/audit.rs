@@ -1,14 +1,15 @@
 //! The audit after every Bash action: what the session's directory holds (bytes, files),
 //! what every session directory of the workspace holds, and the directory's generation.
 //!
-//! Cost: one `getdents` per directory and one `fstatat` per entry, nothing read. The walk
+//! Cost: `getdents64` per directory (`fsutil::dir_names`) and one `fstatat` per entry,
+//! nothing read. The walk
 //! is bounded (`MAX_ENTRIES` for the whole workspace, `MAX_DEPTH` levels); a walk cut
 //! short counts as over budget, since usage could not be established.
 
 use super::{DirProblem, dir_name, make_dir_at, open_dir_at, open_root};
-use nix::dir::Dir;
+use crate::fsutil::dir_names;
 use nix::fcntl::AtFlags;
-use nix::sys::stat::{FileStat, SFlag, fstatat, futimens};
+use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstatat, futimens};
 use nix::sys::time::TimeSpec;
 use sha2::{Digest, Sha256};
 use std::ffi::CString;
@@ -140,18 +141,11 @@ pub fn empty_generation() -> String {
 }
 
 /// The `session-*` entries of `.winx/tmp`, unsorted.
+/// `root` is read from its current offset: pass it freshly opened.
 pub(crate) fn session_names(root: &OwnedFd) -> Vec<CString> {
-    let Ok(fd) = root.try_clone() else {
-        return Vec::new();
-    };
-    let Ok(mut dir) = Dir::from_fd(fd) else {
-        return Vec::new();
-    };
-    dir.iter()
-        .flatten()
-        .map(|e| e.file_name().to_owned())
-        .filter(|n| n.to_bytes().starts_with(b"session-"))
-        .collect()
+    let mut names = dir_names(root.as_fd(), MAX_ENTRIES).unwrap_or_default();
+    names.retain(|n| n.to_bytes().starts_with(b"session-"));
+    names
 }
 
 /// The mtime of `st` in ms since the epoch.
@@ -159,10 +153,15 @@ pub(crate) fn mtime_ms(st: &FileStat) -> i64 {
     st.st_mtime * 1000 + st.st_mtime_nsec / 1_000_000
 }
 
+/// Also tightens the directory to 0700 if a command loosened it (helpers are private to
+/// the user), so a status call needs no separate `ensure`.
 fn renew_lease(dir: &OwnedFd, now_ms: i64) {
     let Ok(st) = nix::sys::stat::fstat(dir) else {
         return;
     };
+    if st.st_mode & 0o7777 != 0o700 {
+        let _ = fchmod(dir, Mode::from_bits_truncate(0o700));
+    }
     if now_ms - mtime_ms(&st) > LEASE_RENEW_MS {
         let now = TimeSpec::UTIME_NOW;
         let _ = futimens(dir, &now, &now);
@@ -184,27 +183,20 @@ fn walk(
         usage.truncated = true;
         return;
     }
-    let Ok(mut dir) = Dir::from_fd(fd) else {
+    // One name past the bound, to know the bound was passed.
+    let Ok(mut names) = dir_names(fd.as_fd(), (MAX_ENTRIES + 1).saturating_sub(*seen)) else {
         return;
     };
-    let mut names: Vec<CString> = Vec::new();
-    for e in dir.iter().flatten() {
-        let n = e.file_name();
-        if matches!(n.to_bytes(), b"." | b"..") {
-            continue;
-        }
-        *seen += 1;
-        if *seen > MAX_ENTRIES {
-            usage.truncated = true;
-            break;
-        }
-        names.push(n.to_owned());
+    if *seen + names.len() > MAX_ENTRIES {
+        names.truncate(MAX_ENTRIES.saturating_sub(*seen));
+        usage.truncated = true;
     }
+    *seen += names.len();
     if hash.is_some() {
         names.sort_unstable();
     }
     for name in names {
-        let Ok(st) = fstatat(dir.as_fd(), name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+        let Ok(st) = fstatat(&fd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
             continue;
         };
         let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
@@ -223,7 +215,7 @@ fn walk(
             }
         }
         if fmt == SFlag::S_IFDIR {
-            if let Ok(sub) = open_dir_at(dir.as_fd(), name.as_c_str()) {
+            if let Ok(sub) = open_dir_at(&fd, name.as_c_str()) {
                 let rel = format!("{rel}/");
                 walk(sub, &rel, depth + 1, usage, seen, hash.as_deref_mut());
             }

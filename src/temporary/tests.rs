@@ -70,6 +70,33 @@ fn audit_counts_bytes_files_and_changes_generation() {
     assert!(audit(&ws, KEY, 0).over_budget());
 }
 
+/// A status call no longer runs `ensure`: the audit itself keeps the directory private.
+#[test]
+fn the_audit_tightens_a_loosened_directory() {
+    let (_t, ws) = ws();
+    let dir = ensure(&ws, KEY).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    audit(&ws, KEY, 0);
+    assert_eq!(
+        fs::metadata(&dir).unwrap().permissions().mode() & 0o7777,
+        0o700
+    );
+}
+
+/// The entry bound holds across the session's directory and the workspace's others, and a
+/// walk cut short counts as over budget.
+#[test]
+fn a_walk_past_the_entry_bound_is_truncated() {
+    let (_t, ws) = ws();
+    let dir = ensure(&ws, KEY).unwrap();
+    for i in 0..audit::MAX_ENTRIES + 5 {
+        fs::write(dir.join(format!("f{i}")), "").unwrap();
+    }
+    let a = audit(&ws, KEY, 0);
+    assert!(a.session.truncated && a.over_budget());
+    assert_eq!(a.session.files, audit::MAX_ENTRIES as u64);
+}
+
 #[test]
 fn a_workspace_that_cannot_hold_the_directory_blocks_nothing() {
     let (_t, ws) = ws();

@@ -80,11 +80,16 @@ pub fn audit(ctx: &ToolContext, b: &Binding) -> Audit {
     a
 }
 
-/// `Initialize`: make the directory (0700), prune stale sessions of the workspace
-/// (`prune` on first calls), audit; the `data.temporary` object and one line of text.
+/// `Initialize`: on first calls make the directory (0700) and prune stale sessions of the
+/// workspace; audit; the `data.temporary` object and one line of text. Other calls (a
+/// status) leave the making to the audit, which makes a missing directory again and
+/// tightens a loosened one to 0700: 11 system calls fewer on the cheap call.
 pub fn initialize(ctx: &ToolContext, b: &Binding, prune_stale: bool) -> (Value, String) {
     let k = key(ctx, b);
-    let made = engine::ensure(&b.workspace_root, &k);
+    let made = match prune_stale {
+        true => engine::ensure(&b.workspace_root, &k).map(|_| ()),
+        false => Ok(()),
+    };
     let pruned = if prune_stale {
         prune::prune(&b.workspace_root, &k, now_ms(ctx))
     } else {
