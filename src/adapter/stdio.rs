@@ -76,11 +76,7 @@ impl Lanes {
     }
 
     fn pool(&self, req: &Request) -> &Pool {
-        self.lane(crate::mcp::lane::classify(req))
-    }
-
-    fn lane(&self, lane: Lane) -> &Pool {
-        match lane {
+        match crate::mcp::lane::classify(req) {
             Lane::Work => &self.work,
             Lane::Interactive => &self.interactive,
             Lane::Control => &self.control,
