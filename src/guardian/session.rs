@@ -342,6 +342,14 @@ impl Session {
                 elapsed_ms: e.elapsed_ms(),
             });
         }
+        let mut line = command.as_bytes().to_vec();
+        line.push(b'\n');
+        pty::write_all(self.shell.master.as_raw_fd(), &line).map_err(|e| GuardianError::Io {
+            detail: e.to_string(),
+        })?;
+        // The shell already runs the command while its journal is created and the previous
+        // one retired (file-system work of up to 0.1 ms): no output is read before this
+        // function returns, so none can miss the journal.
         let exec = self.new_exec(command, scope);
         if let Some(prev) = self.fg.take() {
             self.activity.retire(&prev, None);
@@ -350,11 +358,6 @@ impl Session {
         // A marker still awaiting confirmation belongs to an earlier prompt (an extra one
         // printed after the shell got ready): it must never finish the command written now.
         self.pending.clear();
-        let mut line = command.as_bytes().to_vec();
-        line.push(b'\n');
-        pty::write_all(self.shell.master.as_raw_fd(), &line).map_err(|e| GuardianError::Io {
-            detail: e.to_string(),
-        })?;
         self.fg = Some(exec);
         Ok(())
     }
