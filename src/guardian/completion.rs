@@ -41,37 +41,81 @@ pub enum Idle {
     Unknown,
 }
 
-/// Whether the shell `pid` on the PTY `master` is idle at its prompt, and everything it
-/// printed before going idle has been read from `master` (so the candidate is the
-/// newest marker there is).
-///
-/// The facts come from separate reads, so the first ones are read again after the fd
-/// was resolved: a shell that finished `read < fifo` and restored its terminal on fd 0
-/// between two looks shows a different system call (or is running) the second time.
-pub fn probe(pid: i32, master: RawFd) -> Idle {
-    let foreground = || unsafe { libc::tcgetpgrp(master) } == pid;
-    let syscall = || std::fs::read_to_string(format!("/proc/{pid}/syscall"));
-    // SAFETY (tcgetpgrp): an ioctl on an fd we own; a pty master answers for its slave.
-    if !foreground() {
-        return Idle::No;
+/// The kernel's view of one shell, with what does not change between looks kept open:
+/// its `/proc/<pid>/syscall` (re-read with `pread`, which makes the kernel describe the
+/// task again) and its terminal's name. A look is then about six system calls, not
+/// twenty. Both are keyed by what they describe and opened again when it changes (a
+/// restarted shell, another PTY).
+#[derive(Default)]
+pub struct Looks {
+    syscall: Option<(i32, std::fs::File)>,
+    tty: Option<(RawFd, String)>,
+}
+
+/// Longest `/proc/<pid>/syscall` line: "nr" and eight hexadecimal numbers.
+const SYSCALL_LINE: usize = 256;
+
+impl Looks {
+    /// Whether the shell `pid` on the PTY `master` is idle at its prompt, and everything
+    /// it printed before going idle has been read from `master` (so the candidate is the
+    /// newest marker there is).
+    ///
+    /// The facts come from separate reads, so the first ones are read again after the fd
+    /// was resolved: a shell that finished `read < fifo` and restored its terminal on fd 0
+    /// between two looks shows a different system call (or is running) the second time.
+    pub fn probe(&mut self, pid: i32, master: RawFd) -> Idle {
+        // SAFETY (tcgetpgrp): an ioctl on an fd we own; a pty master answers for its slave.
+        let foreground = || unsafe { libc::tcgetpgrp(master) } == pid;
+        if !foreground() {
+            return Idle::No;
+        }
+        let Some(first) = self.syscall(pid) else {
+            return Idle::Unknown;
+        };
+        let Some(fd) = reading_fd(&first) else {
+            return Idle::No;
+        };
+        // The fd it reads must be the terminal (a FIFO or a file is the command's business).
+        let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"));
+        let on_tty = match (target, self.tty(master)) {
+            (Ok(t), Some(tty)) => t.as_os_str() == tty,
+            _ => false,
+        };
+        let still = on_tty && self.syscall(pid).is_some_and(|again| again == first) && foreground();
+        if still && !readable(master) {
+            Idle::Yes
+        } else {
+            Idle::No
+        }
     }
-    let Ok(first) = syscall() else {
-        return Idle::Unknown;
-    };
-    let Some(fd) = reading_fd(&first) else {
-        return Idle::No;
-    };
-    // The fd it reads must be the terminal (a FIFO or a file is the command's business).
-    let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"));
-    let on_tty = match (target, slave_name(master)) {
-        (Ok(t), Some(tty)) => t.as_os_str() == tty.as_str(),
-        _ => false,
-    };
-    let still = on_tty && syscall().is_ok_and(|again| again == first) && foreground();
-    if still && !readable(master) {
-        Idle::Yes
-    } else {
-        Idle::No
+
+    /// What `/proc/<pid>/syscall` says now; `None` when it cannot be read. A kept file that
+    /// fails is opened once more before giving up (its task may be another by now).
+    fn syscall(&mut self, pid: i32) -> Option<String> {
+        use std::os::unix::fs::FileExt;
+        for _ in 0..2 {
+            let file = match &self.syscall {
+                Some((p, f)) if *p == pid => f,
+                _ => {
+                    let f = std::fs::File::open(format!("/proc/{pid}/syscall")).ok()?;
+                    &self.syscall.insert((pid, f)).1
+                }
+            };
+            let mut buf = [0u8; SYSCALL_LINE];
+            match file.read_at(&mut buf, 0) {
+                Ok(n) => return Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+                Err(_) => self.syscall = None,
+            }
+        }
+        None
+    }
+
+    /// The slave's path (`/dev/pts/N`) of the PTY `master`.
+    fn tty(&mut self, master: RawFd) -> Option<&str> {
+        if self.tty.as_ref().is_none_or(|(m, _)| *m != master) {
+            self.tty = Some((master, slave_name(master)?));
+        }
+        self.tty.as_ref().map(|(_, name)| name.as_str())
     }
 }
 
@@ -113,6 +157,7 @@ fn slave_name(master: RawFd) -> Option<String> {
 /// The newest unconfirmed marker and when to look again.
 #[derive(Default)]
 pub struct Pending {
+    looks: Looks,
     marker: Option<Marker>,
     next_check: Option<Deadline>,
     backoff: Duration,
@@ -128,10 +173,9 @@ impl Pending {
     }
 
     pub fn clear(&mut self) {
-        *self = Pending {
-            warned: self.warned,
-            ..Pending::default()
-        };
+        self.marker = None;
+        self.next_check = None;
+        self.backoff = Duration::ZERO;
     }
 
     /// When the loop must call `confirm` again (for its poll timeout).
@@ -145,7 +189,7 @@ impl Pending {
         self.marker.as_ref()?;
         let tries = if spin { SPIN_CHECKS } else { 1 };
         for i in 0..tries {
-            match probe(pid, master) {
+            match self.looks.probe(pid, master) {
                 Idle::Yes => return self.take(),
                 Idle::Unknown => {
                     if !self.warned {
@@ -200,9 +244,54 @@ mod tests {
         // Our own pid on a fresh PTY: not its foreground group, so never idle.
         let pty = nix::pty::openpty(None, None).unwrap();
         use std::os::fd::AsRawFd;
+        let me = std::process::id() as i32;
+        assert_eq!(Looks::default().probe(me, pty.master.as_raw_fd()), Idle::No);
+    }
+
+    /// The kept `/proc/<pid>/syscall` is described afresh on every look, and a look at
+    /// another process opens that one's.
+    #[test]
+    fn a_kept_syscall_file_sees_the_task_change() {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let spawn = || {
+            Command::new("sh")
+                .args(["-c", "read x; exec sleep 30"])
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (mut a, mut b) = (spawn(), spawn());
+        let mut looks = Looks::default();
+        let until = |looks: &mut Looks, pid: u32, want: &dyn Fn(&str) -> bool| {
+            let d = Deadline::after("test", Duration::from_secs(10));
+            loop {
+                let now = looks.syscall(pid as i32).expect("readable");
+                if want(&now) {
+                    return now;
+                }
+                assert!(!d.expired(), "pid {pid} stayed at {now:?}");
+                std::thread::yield_now();
+            }
+        };
+        let reading = |l: &str| reading_fd(l) == Some(0);
+        until(&mut looks, a.id(), &reading);
+        let kept = looks.syscall.as_ref().map(|(p, _)| *p);
+        a.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        until(&mut looks, a.id(), &|l: &str| {
+            !reading(l) && l != "running\n"
+        });
+        assert_eq!(looks.syscall.as_ref().map(|(p, _)| *p), kept, "same file");
+        until(&mut looks, b.id(), &reading);
+        assert_eq!(looks.syscall.as_ref().map(|(p, _)| *p), Some(b.id() as i32));
+        for c in [&mut a, &mut b] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
         assert_eq!(
-            probe(std::process::id() as i32, pty.master.as_raw_fd()),
-            Idle::No
+            looks.syscall(b.id() as i32),
+            None,
+            "a reaped task is unreadable"
         );
     }
 }

@@ -64,6 +64,11 @@ pub struct EventLoop {
     doomed: Vec<i32>,
     /// Codex agents' rollouts, followed incrementally.
     codex: CodexTargets,
+    /// Where PTY reads land: allocated once (a fresh 64 KiB per read cost a `memset` and
+    /// a heap consolidation on every wake-up); pages are touched only as output needs them.
+    read_buf: Vec<u8>,
+    /// Our process id, for `Expect` (asked once: `getpid` is a system call each time).
+    pid: u32,
 }
 
 impl EventLoop {
@@ -89,6 +94,8 @@ impl EventLoop {
             subreaper: false,
             doomed: Vec::new(),
             codex: CodexTargets::default(),
+            read_buf: vec![0; READ_CHUNK],
+            pid: std::process::id(),
         })
     }
 
@@ -217,7 +224,8 @@ impl EventLoop {
     /// One read per wake-up: output arriving faster than we handle it waits in the PTY
     /// (the writer blocks), instead of keeping this loop from the clients.
     fn read_master(&mut self, bg: Option<&str>, fd: RawFd) {
-        let mut buf = vec![0u8; READ_CHUNK];
+        let mut buf = std::mem::take(&mut self.read_buf);
+        // SAFETY: reads at most `buf.len()` bytes into memory we own.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
         if n > 0 {
             let bytes = &buf[..n as usize];
@@ -228,8 +236,10 @@ impl EventLoop {
                 }
                 Some(id) => self.session.on_bg_output(id, bytes),
             }
+            self.read_buf = buf;
             return;
         }
+        self.read_buf = buf;
         let err = nix::Error::last();
         if n < 0 && (err == nix::Error::EAGAIN || err == nix::Error::EINTR) {
             return;
@@ -376,12 +386,7 @@ impl EventLoop {
             Request::Snapshot => self.respond(client, &Response::Snapshot(self.session.snapshot())),
             Request::Run {
                 expect: Some(e), ..
-            } if !e.holds(
-                std::process::id(),
-                self.session.clocks.created_ms,
-                &self.session.cwd,
-            ) =>
-            {
+            } if !e.holds(self.pid, self.session.clocks.created_ms, &self.session.cwd) => {
                 self.respond(client, &Response::Stale(self.session.snapshot()))
             }
             Request::Run {
