@@ -149,7 +149,7 @@ pub(crate) enum Msg {
 
 /// The opened catalog: the recorder's channel, reader connections, the cursor key.
 pub struct Open {
-    tx: Sender<Msg>,
+    tx: recorder::Inbox,
     db_path: PathBuf,
     readers: Mutex<Vec<Connection>>,
     pub key: cursor::Key,
@@ -308,9 +308,10 @@ impl Open {
         });
     }
 
+    /// Send a message this thread then waits for (it ends an admission window).
     fn send(&self, msg: Msg) -> Result<(), HistoryError> {
         self.tx
-            .send(msg)
+            .send_waited(msg)
             .map_err(|_| HistoryError("the history recorder stopped".into()))
     }
 

@@ -14,7 +14,7 @@ use crate::ipc::GuardianClient;
 use crate::ipc::client::FactsError;
 use crate::store::history as table;
 use crate::wire::guardian::execution_number;
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, unbounded};
+use crossbeam_channel::{Receiver, SendError, Sender, TrySendError, bounded, unbounded};
 use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,13 +62,39 @@ struct Recorder {
     tx: Sender<Msg>,
 }
 
+/// The recorder's inbox: one ordered channel, and a ping telling it that a message
+/// somebody waits for was sent (it ends an admission window early). Messages nobody waits
+/// for (admissions, watchers' facts) wake the recorder only when it is idle: during a
+/// window it sleeps on the ping and the window's timer alone, so a command loop costs one
+/// wake-up per window, not one per message.
+#[derive(Clone)]
+pub(crate) struct Inbox {
+    tx: Sender<Msg>,
+    urgent: Sender<()>,
+}
+
+impl Inbox {
+    pub fn send(&self, msg: Msg) -> Result<(), SendError<Msg>> {
+        self.tx.send(msg)
+    }
+
+    /// Send a message its sender waits for (a sync, a refresh, a watch for a `wait`).
+    pub fn send_waited(&self, msg: Msg) -> Result<(), SendError<Msg>> {
+        self.tx.send(msg)?;
+        // Full means a ping is already pending: one is enough.
+        let _ = self.urgent.try_send(());
+        Ok(())
+    }
+}
+
 pub(super) fn spawn(
     conn: Connection,
     redact: bool,
     limits: Limits,
     notify: Arc<Notify>,
-) -> Result<Sender<Msg>, String> {
+) -> Result<Inbox, String> {
     let (tx, rx) = unbounded();
+    let (urgent, pinged) = bounded(1);
     let recorder = Recorder {
         conn,
         redact,
@@ -83,7 +109,7 @@ pub(super) fn spawn(
     };
     std::thread::Builder::new()
         .name("history-recorder".into())
-        .spawn(move || recorder.run(rx))
+        .spawn(move || recorder.run(rx, pinged))
         .map_err(|e| e.to_string())?;
     let sweeper = tx.clone();
     std::thread::Builder::new()
@@ -96,17 +122,17 @@ pub(super) fn spawn(
             }
         })
         .map_err(|e| e.to_string())?;
-    Ok(tx)
+    Ok(Inbox { tx, urgent })
 }
 
 impl Recorder {
     /// Messages are applied in batches: whatever is queued (up to `MAX_BATCH`) goes into
     /// one transaction, each message in its own savepoint; replies and the waiters' wake-up
     /// follow the commit, so nobody is told of a change a reader cannot see yet.
-    fn run(mut self, rx: Receiver<Msg>) {
+    fn run(mut self, rx: Receiver<Msg>, pinged: Receiver<()>) {
         self.recover();
         while let Ok(first) = rx.recv() {
-            let batch = gather(&rx, first);
+            let batch = gather(&rx, &pinged, first);
             let began = exec(&self.conn, "BEGIN IMMEDIATE");
             self.seq = None;
             let mut replies = Vec::new();
@@ -325,27 +351,21 @@ impl Recorder {
 }
 
 /// A batch: `first` and whatever else is queued (up to `MAX_BATCH`). A batch that starts
-/// with an admission also waits up to `ADMIT_WINDOW` for more admissions and watchers'
-/// facts (a command loop commits once per window, not once or twice per command); the
-/// first message a reader waits for (a sync, a refresh) ends the wait at once.
-fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
-    let window = matches!(first, Msg::Admit(_)).then(|| Deadline::after("admission", ADMIT_WINDOW));
-    let timer = window.map_or_else(crossbeam_channel::never, |w| w.receiver());
+/// with an admission first sleeps up to `ADMIT_WINDOW` (a command loop commits once per
+/// window, not once or twice per command); a message somebody waits for (a sync, a
+/// refresh: `Inbox::send_waited`) ends the window at once, and one pinged before the
+/// window began skips it.
+fn gather(rx: &Receiver<Msg>, pinged: &Receiver<()>, first: Msg) -> Vec<Msg> {
+    if matches!(first, Msg::Admit(_)) && pinged.try_recv().is_err() {
+        let window = Deadline::after("admission", ADMIT_WINDOW);
+        crossbeam_channel::select! {
+            recv(pinged) -> _ => {},
+            recv(window.receiver()) -> _ => {},
+        }
+    }
     let mut batch = vec![first];
-    let mut only_admissions = window.is_some();
     while batch.len() < MAX_BATCH {
-        let next = match rx.try_recv() {
-            Ok(m) => Some(m),
-            Err(_) if !only_admissions => None,
-            Err(_) => crossbeam_channel::select! {
-                recv(rx) -> m => m.ok(),
-                recv(timer) -> _ => None,
-            },
-        };
-        let Some(m) = next else { break };
-        // Admissions and watchers' facts may wait for the window; anything a reader waits
-        // for (a sync, a refresh) ends it.
-        only_admissions &= matches!(m, Msg::Admit(_) | Msg::Facts { watcher: true, .. });
+        let Ok(m) = rx.try_recv() else { break };
         batch.push(m);
     }
     batch
