@@ -93,7 +93,10 @@ impl Lanes {
 
 /// What both readers share: stdin, and everything a request needs to be answered.
 struct Shared<R> {
-    reader: Mutex<LineReader<R>>,
+    /// A `std` mutex on purpose: the other reader waits here while the holder sits in
+    /// `read`, and `parking_lot` would first spin and `sched_yield` a dozen times per turn
+    /// (5 % of the adapter's CPU in an `echo` loop); `std` spins briefly, then sleeps.
+    reader: std::sync::Mutex<LineReader<R>>,
     /// Readers waiting for (or about to take) `reader`.
     idle: AtomicUsize,
     /// stdin ended or failed: every reader returns.
@@ -119,7 +122,7 @@ where
 {
     let out = writer::Output::new(output);
     let shared = Arc::new(Shared {
-        reader: Mutex::new(LineReader::new(input, limits.max_message_bytes)),
+        reader: std::sync::Mutex::new(LineReader::new(input, limits.max_message_bytes)),
         idle: AtomicUsize::new(0),
         ended: AtomicBool::new(false),
         max_message_bytes: limits.max_message_bytes,
@@ -165,7 +168,9 @@ where
 fn read<R: BufRead>(s: &Shared<R>) {
     loop {
         s.idle.fetch_add(1, Ordering::SeqCst);
-        let mut reader = s.reader.lock();
+        // A reader that panicked while holding stdin left it consistent (a line is taken
+        // whole or not at all), so a poisoned lock is used as it is.
+        let mut reader = s.reader.lock().unwrap_or_else(|e| e.into_inner());
         s.idle.fetch_sub(1, Ordering::SeqCst);
         if s.ended.load(Ordering::SeqCst) {
             return;
