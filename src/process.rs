@@ -103,6 +103,22 @@ impl Role {
     }
 }
 
+/// How much lower than the rest of the process a background thread runs (`nice`).
+const BACKGROUND_NICE: i32 = 10;
+
+/// Lower the calling thread's CPU priority (Linux keeps `nice` per thread): for threads
+/// whose work may lag by milliseconds (the history recorder and its watchers, the usage
+/// log writer), so that on a busy machine they yield the CPU to the threads an agent is
+/// waiting on. They still get their share; nothing waits for them to be starved.
+pub fn run_in_background() {
+    // SAFETY: setpriority only changes this thread's scheduling weight; a refusal leaves
+    // it as it was.
+    let r = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, BACKGROUND_NICE) };
+    if r != 0 {
+        log::debug!("setpriority: {}", std::io::Error::last_os_error());
+    }
+}
+
 /// Make a write past the file-size limit (`RLIMIT_FSIZE`) fail with `EFBIG` instead of
 /// killing the process with `SIGXFSZ`, so a full state or log file is an error the server
 /// reports. A handler, not `SIG_IGN`: handlers reset on `exec`, so winxd, guardians and

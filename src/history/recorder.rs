@@ -109,7 +109,10 @@ pub(super) fn spawn(
     };
     std::thread::Builder::new()
         .name("history-recorder".into())
-        .spawn(move || recorder.run(rx, pinged))
+        .spawn(move || {
+            crate::process::run_in_background();
+            recorder.run(rx, pinged)
+        })
         .map_err(|e| e.to_string())?;
     let sweeper = tx.clone();
     std::thread::Builder::new()
@@ -326,9 +329,10 @@ impl Recorder {
         let (guardian, socket, tx) = (guardian.to_string(), PathBuf::from(socket), self.tx.clone());
         let name = "history-watch".to_string();
         let watched = guardian.clone();
-        let spawned = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || watch(&socket, &watched, &tx, &woken));
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            crate::process::run_in_background();
+            watch(&socket, &watched, &tx, &woken)
+        });
         match spawned {
             Ok(_) => {
                 let parked = false;
@@ -357,11 +361,8 @@ impl Recorder {
 /// window began skips it.
 fn gather(rx: &Receiver<Msg>, pinged: &Receiver<()>, first: Msg) -> Vec<Msg> {
     if matches!(first, Msg::Admit(_)) && pinged.try_recv().is_err() {
-        let window = Deadline::after("admission", ADMIT_WINDOW);
-        crossbeam_channel::select! {
-            recv(pinged) -> _ => {},
-            recv(window.receiver()) -> _ => {},
-        }
+        // A ping or the window's end, whichever comes first.
+        let _ = pinged.recv_timeout(ADMIT_WINDOW);
     }
     let mut batch = vec![first];
     while batch.len() < MAX_BATCH {

@@ -107,6 +107,7 @@ impl Sink {
         let spawned = std::thread::Builder::new()
             .name("usage-writer".into())
             .spawn(move || {
+                crate::process::run_in_background();
                 let log = file::LogFile::start(path, rotation, keep, now);
                 writer::run(rx, ctl_rx, log, lost)
             });
