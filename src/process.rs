@@ -140,6 +140,22 @@ pub fn survive_file_size_limit() {
 
 #[cfg(test)]
 mod tests {
+    /// Only the calling thread is lowered; the others keep their priority.
+    #[test]
+    fn a_background_thread_alone_runs_lower() {
+        // SAFETY (getpriority): reads the calling thread's nice value.
+        let nice = || unsafe { nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0) };
+        let before = nice();
+        let lowered = std::thread::spawn(move || {
+            run_in_background();
+            nice()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(lowered, (before + BACKGROUND_NICE).min(19));
+        assert_eq!(nice(), before, "the calling thread is unchanged");
+    }
+
     use super::*;
 
     #[test]
