@@ -347,9 +347,7 @@ impl Session {
         pty::write_all(self.shell.master.as_raw_fd(), &line).map_err(|e| GuardianError::Io {
             detail: e.to_string(),
         })?;
-        // The shell already runs the command while its journal is created and the previous
-        // one retired (file-system work of up to 0.1 ms): no output is read before this
-        // function returns, so none can miss the journal.
+        // The shell runs while the journal is made (no output is read before we return).
         let exec = self.new_exec(command, scope);
         if let Some(prev) = self.fg.take() {
             self.activity.retire(&prev, None);
