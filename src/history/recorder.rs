@@ -78,6 +78,11 @@ impl Inbox {
         self.tx.send(msg)
     }
 
+    /// The ping alone, for a thread that begins to wait (`Notify::wait_past`).
+    pub fn ping(&self) -> Sender<()> {
+        self.urgent.clone()
+    }
+
     /// Send a message its sender waits for (a sync, a refresh, a watch for a `wait`).
     pub fn send_waited(&self, msg: Msg) -> Result<(), SendError<Msg>> {
         self.tx.send(msg)?;
@@ -135,7 +140,7 @@ impl Recorder {
     fn run(mut self, rx: Receiver<Msg>, pinged: Receiver<()>) {
         self.recover();
         while let Ok(first) = rx.recv() {
-            let batch = gather(&rx, &pinged, first);
+            let batch = gather(&rx, &pinged, first, self.notify.awaited());
             let began = exec(&self.conn, "BEGIN IMMEDIATE");
             self.seq = None;
             let mut replies = Vec::new();
@@ -144,6 +149,10 @@ impl Recorder {
                     Ok(()) => self.handle(msg, &mut replies),
                     Err(_) => self.defer(msg, &mut replies),
                 }
+                // A batch is up to a millisecond of CPU; between messages, a thread an
+                // agent waits on that woke meanwhile runs first (the scheduler would
+                // otherwise let this one finish its slice).
+                std::thread::yield_now();
             }
             // The caps once per scope a batch admitted into, not once per command.
             for scope in std::mem::take(&mut self.admitted) {
@@ -355,12 +364,15 @@ impl Recorder {
 }
 
 /// A batch: `first` and whatever else is queued (up to `MAX_BATCH`). A batch that starts
-/// with an admission first sleeps up to `ADMIT_WINDOW` (a command loop commits once per
-/// window, not once or twice per command); a message somebody waits for (a sync, a
-/// refresh: `Inbox::send_waited`) ends the window at once, and one pinged before the
-/// window began skips it.
-fn gather(rx: &Receiver<Msg>, pinged: &Receiver<()>, first: Msg) -> Vec<Msg> {
-    if matches!(first, Msg::Admit(_)) && pinged.try_recv().is_err() {
+/// with an admission or a watcher's facts first sleeps up to `ADMIT_WINDOW`, so a command
+/// loop commits once per window, not once or twice per command. Nobody is kept waiting by
+/// it: a message somebody waits for (a sync, a refresh, a watch: `Inbox::send_waited`)
+/// and a thread beginning `Notify::wait_past` ping the recorder, which ends the window
+/// (one pinged before it began skips it), and while `awaited` (a thread of this process
+/// waits for a change) there is no window at all.
+fn gather(rx: &Receiver<Msg>, pinged: &Receiver<()>, first: Msg, awaited: bool) -> Vec<Msg> {
+    let batchable = matches!(first, Msg::Admit(_) | Msg::Facts { watcher: true, .. });
+    if batchable && !awaited && pinged.try_recv().is_err() {
         // A ping or the window's end, whichever comes first.
         let _ = pinged.recv_timeout(ADMIT_WINDOW);
     }
