@@ -25,8 +25,19 @@ fn exec(a: &mut Agent, s: &Value, action: Value) -> Value {
     )
 }
 
+/// Send a cue line to the fake TUI; the call must deliver it.
 fn cue(a: &mut Agent, s: &Value, word: &str) -> Value {
-    a.bash(s, json!({"send_text": word, "submit": true}))
+    let r = a.bash(s, json!({"send_text": word, "submit": true}));
+    assert!(sc(&r)["errorCode"].is_null(), "cue {word}: {r}");
+    r
+}
+
+/// The lines the fake TUI read, with the state it read each in (`TUI_LOG`), for a
+/// failure's message.
+fn tui_log(s: &Value) -> String {
+    let ws = s["data"]["workspace_root"].as_str().unwrap_or_default();
+    std::fs::read_to_string(std::path::Path::new(ws).join("tui.log"))
+        .unwrap_or_else(|e| format!("(no TUI log: {e})"))
 }
 
 fn turn(a: &mut Agent, s: &Value, action: Value) -> String {
@@ -41,7 +52,7 @@ fn an_agent_tui_is_recognised_on_cue(rt: &str) {
     let tui = manifest_dir().join("tests/fake/agent_tui.sh");
     let r = a.bash_with(
         &s,
-        json!({"command": format!("bash {}", tui.display())}),
+        json!({"command": format!("TUI_LOG=tui.log bash {}", tui.display())}),
         json!({"wait_for_seconds": 0.5}),
     );
     assert_eq!(sc(&r)["status"], "running", "{r}");
@@ -77,7 +88,14 @@ fn an_agent_tui_is_recognised_on_cue(rt: &str) {
         json!({"type": "wait", "execution_ids": [id], "after": after,
                "events": ["awaiting_input"], "timeout_seconds": 15}),
     );
-    assert_eq!(sc(&r)["data"]["outcome"], "changed", "{r}");
+    if sc(&r)["data"]["outcome"] != "changed" {
+        let screen = a.bash(&s, json!({"inspect": true}));
+        panic!(
+            "no awaiting_input after the cue: {r}\nTUI read:\n{}\nscreen now: {}",
+            tui_log(&s),
+            text(&screen)
+        );
+    }
     let r = exec(&mut a, &s, json!({"type": "explain", "execution_id": id}));
     let d = &sc(&r)["data"]["detection"];
     assert_eq!(d["recognizer"], "claude_code", "{r}");

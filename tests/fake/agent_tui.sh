@@ -5,6 +5,7 @@
 #   approve  a "Do you want to proceed?" menu with numbered options; waits
 #   input    the idle input box with "? for shortcuts"; waits
 #   exit     exits 0 (so does end of input)
+# With TUI_LOG set, every line read is appended there with the state it arrived in.
 # Any other line, in the input or approval state, is echoed as "received: <line>", shown
 # busy for about a second, then the input box returns; while busy, such lines are
 # ignored. It never sleeps: the spinner's
@@ -72,6 +73,8 @@ while :; do
         continue
     fi
     if [ $rc -ne 0 ]; then exit 0; fi   # end of input
+    # Every line read, and the state it arrived in, for a failing test's message.
+    if [ -n "${TUI_LOG:-}" ]; then printf '%s <- %s\n' "$state" "$line" >> "$TUI_LOG"; fi
     case $line in
         busy) go busy ;;
         approve) go approve ;;
