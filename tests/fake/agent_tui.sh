@@ -17,6 +17,7 @@ state=input      # input | approve | busy
 ticks=0          # 100 ms ticks spent busy
 left=-1          # ticks until busy ends on its own; -1 = until the next cue
 received=''
+partial=''       # the start of a line a tick cut short
 
 header() {
     printf '\033[H\033[2J'
@@ -67,12 +68,17 @@ while :; do
     fi
     rc=$?
     if [ $rc -gt 128 ]; then   # the 100 ms tick of a busy screen
+        # A tick can cut a cue short: `read -t` keeps what it had read (seen: "i", then
+        # "nput"), so that start waits for the rest instead of being lost.
+        partial+=$line
         ticks=$((ticks + 1))
         if [ "$left" -gt 0 ]; then left=$((left - 1)); fi
         if [ "$left" -eq 0 ]; then go input; else draw; fi
         continue
     fi
     if [ $rc -ne 0 ]; then exit 0; fi   # end of input
+    line=$partial$line
+    partial=''
     # Every line read, and the state it arrived in, for a failing test's message.
     if [ -n "${TUI_LOG:-}" ]; then printf '%s <- %s\n' "$state" "$line" >> "$TUI_LOG"; fi
     case $line in
