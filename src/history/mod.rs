@@ -77,13 +77,21 @@ pub struct Notify {
     /// Threads in `wait_past`: while any waits, the recorder applies what arrives at once
     /// instead of batching it (see `recorder::gather`).
     waiting: AtomicUsize,
-    /// The recorder's ping (`recorder::Inbox`), so a wait that begins ends a batch window.
+    /// The recorder's ping: it ends a batch window (see `recorder::gather`).
     recorder: OnceLock<Sender<()>>,
 }
 
 impl Notify {
     pub(crate) fn attach(&self, ping: Sender<()>) {
         let _ = self.recorder.set(ping);
+    }
+
+    /// Tell the recorder that somebody waits now: it stops batching.
+    pub(crate) fn ping_recorder(&self) {
+        if let Some(ping) = self.recorder.get() {
+            // Full means a ping is pending already: one is enough.
+            let _ = ping.try_send(());
+        }
     }
 
     /// Some thread of this process waits for a change.
@@ -104,10 +112,7 @@ impl Notify {
     /// Block until the count passes `seen` or `deadline` ends; true when it passed.
     pub fn wait_past(&self, seen: u64, deadline: &Deadline) -> bool {
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        if let Some(ping) = self.recorder.get() {
-            // Full means a ping is pending already.
-            let _ = ping.try_send(());
-        }
+        self.ping_recorder();
         let passed = self.wait_for_count(seen, deadline);
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         passed
@@ -175,7 +180,7 @@ pub(crate) enum Msg {
 
 /// The opened catalog: the recorder's channel, reader connections, the cursor key.
 pub struct Open {
-    tx: recorder::Inbox,
+    tx: Sender<Msg>,
     db_path: PathBuf,
     readers: Mutex<Vec<Connection>>,
     pub key: cursor::Key,
@@ -238,7 +243,6 @@ impl History {
         let writer = connect(&db_path).map_err(err("open history writer"))?;
         let tx = recorder::spawn(writer, self.redact, self.limits.clone(), notify.clone())
             .map_err(err("start history recorder"))?;
-        notify.attach(tx.ping());
         Ok(Open {
             tx,
             db_path,
@@ -338,8 +342,10 @@ impl Open {
     /// Send a message this thread then waits for (it ends an admission window).
     fn send(&self, msg: Msg) -> Result<(), HistoryError> {
         self.tx
-            .send_waited(msg)
-            .map_err(|_| HistoryError("the history recorder stopped".into()))
+            .send(msg)
+            .map_err(|_| HistoryError("the history recorder stopped".into()))?;
+        self.notify.ping_recorder();
+        Ok(())
     }
 
     /// Run `f` on a reader connection (one is opened when none is free).

@@ -14,7 +14,7 @@ use crate::ipc::GuardianClient;
 use crate::ipc::client::FactsError;
 use crate::store::history as table;
 use crate::wire::guardian::execution_number;
-use crossbeam_channel::{Receiver, SendError, Sender, TrySendError, bounded, unbounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, unbounded};
 use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,44 +62,18 @@ struct Recorder {
     tx: Sender<Msg>,
 }
 
-/// The recorder's inbox: one ordered channel, and a ping telling it that a message
-/// somebody waits for was sent (it ends an admission window early). Messages nobody waits
-/// for (admissions, watchers' facts) wake the recorder only when it is idle: during a
-/// window it sleeps on the ping and the window's timer alone, so a command loop costs one
-/// wake-up per window, not one per message.
-#[derive(Clone)]
-pub(crate) struct Inbox {
-    tx: Sender<Msg>,
-    urgent: Sender<()>,
-}
-
-impl Inbox {
-    pub fn send(&self, msg: Msg) -> Result<(), SendError<Msg>> {
-        self.tx.send(msg)
-    }
-
-    /// The ping alone, for a thread that begins to wait (`Notify::wait_past`).
-    pub fn ping(&self) -> Sender<()> {
-        self.urgent.clone()
-    }
-
-    /// Send a message its sender waits for (a sync, a refresh, a watch for a `wait`).
-    pub fn send_waited(&self, msg: Msg) -> Result<(), SendError<Msg>> {
-        self.tx.send(msg)?;
-        // Full means a ping is already pending: one is enough.
-        let _ = self.urgent.try_send(());
-        Ok(())
-    }
-}
-
 pub(super) fn spawn(
     conn: Connection,
     redact: bool,
     limits: Limits,
     notify: Arc<Notify>,
-) -> Result<Inbox, String> {
+) -> Result<Sender<Msg>, String> {
     let (tx, rx) = unbounded();
-    let (urgent, pinged) = bounded(1);
+    // Messages nobody waits for (admissions, watchers' facts) wake the recorder only when
+    // it is idle: during a window it sleeps on this ping and the window's timer alone, so
+    // a command loop costs one wake-up per window, not one per message.
+    let (ping, pinged) = bounded(1);
+    notify.attach(ping);
     let recorder = Recorder {
         conn,
         redact,
@@ -130,7 +104,7 @@ pub(super) fn spawn(
             }
         })
         .map_err(|e| e.to_string())?;
-    Ok(Inbox { tx, urgent })
+    Ok(tx)
 }
 
 impl Recorder {
@@ -366,8 +340,8 @@ impl Recorder {
 /// A batch: `first` and whatever else is queued (up to `MAX_BATCH`). A batch that starts
 /// with an admission or a watcher's facts first sleeps up to `ADMIT_WINDOW`, so a command
 /// loop commits once per window, not once or twice per command. Nobody is kept waiting by
-/// it: a message somebody waits for (a sync, a refresh, a watch: `Inbox::send_waited`)
-/// and a thread beginning `Notify::wait_past` ping the recorder, which ends the window
+/// it: a message somebody waits for (a sync, a refresh, a watch: `Open::send`) and a
+/// thread beginning `Notify::wait_past` ping the recorder (`Notify::ping_recorder`), which ends the window
 /// (one pinged before it began skips it), and while `awaited` (a thread of this process
 /// waits for a change) there is no window at all.
 fn gather(rx: &Receiver<Msg>, pinged: &Receiver<()>, first: Msg, awaited: bool) -> Vec<Msg> {
