@@ -86,14 +86,11 @@ pub fn audit(ctx: &ToolContext, b: &Binding) -> Audit {
 /// tightens a loosened one to 0700: 11 system calls fewer on the cheap call.
 pub fn initialize(ctx: &ToolContext, b: &Binding, prune_stale: bool) -> (Value, String) {
     let k = key(ctx, b);
-    let made = match prune_stale {
-        true => engine::ensure(&b.workspace_root, &k).map(|_| ()),
-        false => Ok(()),
-    };
-    let pruned = if prune_stale {
-        prune::prune(&b.workspace_root, &k, now_ms(ctx))
+    let (made, pruned) = if prune_stale {
+        let made = engine::ensure(&b.workspace_root, &k).map(|_| ());
+        (made, prune::prune(&b.workspace_root, &k, now_ms(ctx)))
     } else {
-        prune::Pruned::default()
+        (Ok(()), prune::Pruned::default())
     };
     let a = audit(ctx, b);
     let mut v = usage_json(&a);
