@@ -140,6 +140,8 @@ pub fn survive_file_size_limit() {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// Only the calling thread is lowered; the others keep their priority.
     #[test]
     fn a_background_thread_alone_runs_lower() {
@@ -155,8 +157,6 @@ mod tests {
         assert_eq!(lowered, (before + BACKGROUND_NICE).min(19));
         assert_eq!(nice(), before, "the calling thread is unchanged");
     }
-
-    use super::*;
 
     #[test]
     fn roles_follow_the_name_started_under() {
