@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 /// Ended executions still reported after they left the session's live set; matches the
 /// journals kept on disk, so every listed journal can still be read.
-const RECENT: usize = super::exec::RETAINED_JOURNALS;
+const RECENT: usize = super::journals::RETAINED_JOURNALS;
 
 #[derive(Default)]
 pub struct Activity {

@@ -121,11 +121,7 @@ impl Looks {
 
 /// Unread bytes wait on `master` (a newer marker may be among them).
 fn readable(master: RawFd) -> bool {
-    let mut p = libc::pollfd {
-        fd: master,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut p = crate::shell::pty::poll_in(master);
     // SAFETY: poll on one fd we own, without waiting.
     unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
 }

@@ -13,6 +13,7 @@ use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
 use super::waiter::{WaitKind, Waiter};
 use crate::deadline::Deadline;
+use crate::shell::pty::poll_in;
 use crate::wire::Hello;
 use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, SecretValues, Wait};
 use nix::libc;
@@ -123,25 +124,31 @@ impl EventLoop {
     pub fn run(mut self) {
         while !self.stop {
             let mut fds = vec![
-                pollfd(self.wake.read.as_raw_fd()),
-                pollfd(self.listener.as_raw_fd()),
+                poll_in(self.wake.read.as_raw_fd()),
+                poll_in(self.listener.as_raw_fd()),
             ];
             let masters = self.session.masters();
-            fds.extend(masters.iter().map(|(_, fd)| pollfd(*fd)));
+            fds.extend(masters.iter().map(|(_, fd)| poll_in(*fd)));
             let client_ids: Vec<u64> = self.clients.keys().copied().collect();
             fds.extend(client_ids.iter().map(|id| {
                 let c = &self.clients[id];
-                let mut p = pollfd(c.stream.as_raw_fd());
+                let mut p = poll_in(c.stream.as_raw_fd());
                 if c.wants_write() {
                     p.events |= libc::POLLOUT;
                 }
                 p
             }));
-            let timeout = self.poll_timeout();
+            // Idle-time work (the journals) only when nothing is ready: a look without
+            // waiting first, one piece of work per look.
+            let chores = self.session.has_chores();
+            let timeout = if chores { 0 } else { self.poll_timeout() };
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 && nix::Error::last() != nix::Error::EINTR {
                 log::error!("poll failed: {}", nix::Error::last());
                 break;
+            }
+            if chores && n == 0 {
+                self.session.chore();
             }
             if fds[0].revents != 0 {
                 self.wake.drain();
@@ -586,13 +593,5 @@ impl EventLoop {
         if failed {
             self.drop_client(client);
         }
-    }
-}
-
-fn pollfd(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
     }
 }

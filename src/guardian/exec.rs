@@ -4,19 +4,16 @@
 //! Invariant: offsets only grow; bytes that left the window are still in the journal, and
 //! an answer that skips them says how many it skipped (never a silent gap).
 
+use super::journals::Made;
 use crate::deadline::{Stopwatch, unix_ms};
 use crate::wire::guardian::{ActionResult, Admission, CommandState, ProcessStatus};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// Newest raw bytes kept in memory per execution. An agent never needs more than the tail
 /// of a huge output inline; the journal keeps the rest.
 pub const WINDOW_BYTES: usize = 512 * 1024;
-/// Journals of finished executions kept on disk per session; older ones are deleted so a
-/// long session's directory stays bounded. The newest outputs stay retrievable.
-pub const RETAINED_JOURNALS: usize = 16;
 
 pub struct OutputLog {
     window: Vec<u8>,
@@ -28,8 +25,8 @@ pub struct OutputLog {
 }
 
 impl OutputLog {
-    /// A log whose journal is `path` (created 0600); `None` keeps memory only.
-    pub fn new(path: Option<PathBuf>) -> OutputLog {
+    /// A log writing to `journal` (made by `journals`); `None` keeps memory only.
+    pub fn new(journal: Option<Made>) -> OutputLog {
         let mut log = OutputLog {
             window: Vec::new(),
             total: 0,
@@ -38,20 +35,13 @@ impl OutputLog {
             journal_path: None,
             journal_error: None,
         };
-        if let Some(p) = path {
-            match OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW)
-                .open(&p)
-            {
-                Ok(f) => {
-                    log.journal = Some(f);
-                    log.journal_path = Some(p);
-                }
-                Err(e) => log.journal_error = Some(format!("cannot create {}: {e}", p.display())),
+        match journal {
+            Some(Ok((path, file))) => {
+                log.journal = Some(file);
+                log.journal_path = Some(path);
             }
+            Some(Err(e)) => log.journal_error = Some(e),
+            None => {}
         }
         log
     }
@@ -142,7 +132,7 @@ pub struct Execution {
 }
 
 impl Execution {
-    pub fn new(id: String, command: String, journal: Option<PathBuf>) -> Execution {
+    pub fn new(id: String, command: String, journal: Option<Made>) -> Execution {
         Execution {
             id,
             command,
@@ -230,7 +220,7 @@ mod tests {
     fn delivery_is_incremental_and_gaps_are_counted() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("exec-1.log");
-        let mut log = OutputLog::new(Some(path.clone()));
+        let mut log = OutputLog::new(Some(crate::guardian::journals::create(&path)));
         log.append(b"hello ");
         assert_eq!(log.take_undelivered(), ("hello ".into(), 0, 6, 0));
         log.append(b"world");
@@ -256,7 +246,9 @@ mod tests {
 
     #[test]
     fn a_journal_that_cannot_be_created_is_reported() {
-        let log = OutputLog::new(Some(PathBuf::from("/no/such/dir/exec.log")));
+        let log = OutputLog::new(Some(crate::guardian::journals::create(
+            std::path::Path::new("/no/such/dir/exec.log"),
+        )));
         assert!(log.journal_error.is_some());
     }
 }

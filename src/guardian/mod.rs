@@ -13,6 +13,7 @@ pub mod event_loop;
 pub mod exec;
 pub mod facts;
 pub mod harvest;
+pub mod journals;
 pub mod prompt;
 pub mod prompt_watch;
 pub mod reaper;

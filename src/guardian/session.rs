@@ -8,6 +8,7 @@
 use super::completion::Pending;
 use super::exec::{Execution, OutputLog};
 use super::harvest::Harvester;
+use super::journals::Journals;
 use super::shell::{self, Shell, ShellSpec};
 use crate::deadline::unix_ms;
 use crate::shell::marker::{Marker, Piece, new_nonce};
@@ -27,7 +28,6 @@ pub const MAX_BACKGROUND: usize = 8;
 const MAX_EXIT_DRAIN: usize = 4 * 1024 * 1024;
 /// How long a finished background command stays answerable to `status_check`.
 pub const TOMBSTONE_MS: i64 = 5 * 60 * 1000;
-pub use super::exec::RETAINED_JOURNALS;
 /// Rows of the terminal model kept for `screen`.
 const SCREEN_SCROLLBACK: usize = 0;
 
@@ -67,7 +67,7 @@ pub struct Session {
     next_bg: u64,
     pub clocks: Clocks,
     tag: String,
-    finished_journals: std::collections::VecDeque<String>,
+    journals: Journals,
     /// Everything the foreground shell printed, for `attach` (memory window only).
     pub transcript: OutputLog,
     /// The newest marker not yet confirmed by the shell's idleness.
@@ -94,6 +94,7 @@ impl Session {
     pub fn start(spec: ShellSpec) -> Result<Session, String> {
         let shell = shell::start(&spec, &new_nonce())?;
         let now = unix_ms();
+        let tag = format!("{:x}", now);
         Ok(Session {
             cwd: spec.workspace.clone(),
             shell,
@@ -109,8 +110,8 @@ impl Session {
                 last_command_ms: None,
                 ever_ran_command: false,
             },
-            tag: format!("{:x}", now),
-            finished_journals: std::collections::VecDeque::new(),
+            journals: Journals::new(spec.session_dir.clone(), tag.clone()),
+            tag,
             transcript: OutputLog::new(None),
             pending: Pending::default(),
             secrets: KnownSecrets::from_env(&spec.env),
@@ -267,21 +268,18 @@ impl Session {
         for id in expired {
             if let Some(b) = self.bg.remove(&id) {
                 self.activity.retire(&b.exec, Some(&id));
-                self.retire_journal(b.exec.log.journal_path());
+                self.journals.retire(b.exec.log.journal_path());
             }
         }
     }
 
-    /// Remember a finished execution's journal; delete the oldest beyond the bound.
-    fn retire_journal(&mut self, path: Option<String>) {
-        if let Some(p) = path {
-            self.finished_journals.push_back(p);
-        }
-        while self.finished_journals.len() > RETAINED_JOURNALS {
-            if let Some(old) = self.finished_journals.pop_front() {
-                let _ = std::fs::remove_file(old);
-            }
-        }
+    /// Idle-time work on the journals (see `journals`); false when there is none.
+    pub fn has_chores(&self) -> bool {
+        self.journals.has_chores(self.next_exec + 1)
+    }
+
+    pub fn chore(&mut self) {
+        self.journals.chore(self.next_exec + 1);
     }
 
     pub fn masters(&self) -> Vec<(Option<String>, RawFd)> {
@@ -308,10 +306,7 @@ impl Session {
         self.activity.bump();
         self.next_exec += 1;
         let n = self.next_exec;
-        let journal = self
-            .spec
-            .session_dir
-            .join(format!("exec-{}-{n}.log", self.tag));
+        let journal = self.journals.take(n);
         self.clocks.last_command_ms = Some(unix_ms());
         self.clocks.ever_ran_command = true;
         self.touch();
@@ -347,11 +342,12 @@ impl Session {
         pty::write_all(self.shell.master.as_raw_fd(), &line).map_err(|e| GuardianError::Io {
             detail: e.to_string(),
         })?;
-        // The shell runs while the journal is made (no output is read before we return).
+        // The shell runs while the execution is set up (no output is read before we return;
+        // its journal was usually made ahead, in an idle moment).
         let exec = self.new_exec(command, scope);
         if let Some(prev) = self.fg.take() {
             self.activity.retire(&prev, None);
-            self.retire_journal(prev.log.journal_path());
+            self.journals.retire(prev.log.journal_path());
         }
         // A marker still awaiting confirmation belongs to an earlier prompt (an extra one
         // printed after the shell got ready): it must never finish the command written now.
@@ -589,6 +585,7 @@ impl Session {
 
     pub fn shutdown(&mut self) {
         self.kill_shell();
+        self.journals.discard_ready();
         let slots = super::slots::dir_for(&self.spec.session_dir);
         for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {
             pty::signal_group(b.pid, nix::libc::SIGKILL);

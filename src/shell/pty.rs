@@ -242,6 +242,15 @@ pub fn write_all(fd: RawFd, mut data: &[u8]) -> std::io::Result<()> {
 }
 
 /// Send `sig` to the process group led by `pid` (the shell or a background job).
+/// A `poll` entry asking whether `fd` is readable.
+pub fn poll_in(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
 pub fn signal_group(pid: i32, sig: i32) {
     unsafe {
         libc::kill(-pid, sig);
@@ -308,11 +317,7 @@ mod tests {
         ))
         .unwrap();
         // Wait for exit: the master reports HUP/EIO once the child is gone.
-        let mut p = libc::pollfd {
-            fd: s.master.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut p = poll_in(s.master.as_raw_fd());
         let mut buf = [0u8; 256];
         loop {
             unsafe { libc::poll(&mut p, 1, 5_000) };
