@@ -20,6 +20,10 @@ pub fn canonical_workspace(arg: &str) -> Result<PathBuf, String> {
     if !p.is_absolute() {
         return Err("workspace_root must be an absolute path".into());
     }
+    // Agents repeat the canonical path they were given: two system calls say it is one.
+    if crate::fsutil::is_canonical_dir(arg) {
+        return Ok(p.to_path_buf());
+    }
     let canon = p.canonicalize().map_err(|e| e.to_string())?;
     if canon.is_dir() {
         Ok(canon)

@@ -5,8 +5,9 @@
 //! one named helper (`release`) and judges command lines that bypass it (`policy`).
 //!
 //! Invariant: every directory here is reached from the workspace's fd with `O_NOFOLLOW`
-//! for each component, so a symlink put in place of `.winx`, `tmp` or a session
-//! directory is never followed: not by the audit, the pruning or a release.
+//! for each component (or in one `openat2` that refuses any symlink on the path), so a
+//! symlink put in place of `.winx`, `tmp` or a session directory is never followed: not
+//! by the audit, the pruning or a release.
 //! Invariant: nothing here deletes because of a budget; only `prune` (24 h stale
 //! sessions of others) and `release` (one file the agent named) remove anything.
 
@@ -90,7 +91,16 @@ where
 }
 
 /// The workspace's `.winx/tmp`, opened component by component without following links.
+/// A path with no link anywhere (the usual case: the workspace is canonical) is opened in
+/// one `openat2`; anything else takes the walk, which says what is wrong.
 pub fn open_root(workspace: &Path) -> Result<OwnedFd, DirProblem> {
+    if let Some(fd) = crate::fsutil::open_dir_without_links(
+        nix::fcntl::AT_FDCWD,
+        &root(workspace),
+        OFlag::O_RDONLY,
+    ) {
+        return Ok(fd);
+    }
     let ws = nix::fcntl::open(workspace, DIR_FLAGS, Mode::empty())
         .map_err(|e| DirProblem::Io(format!("open workspace: {e}")))?;
     let winx = open_dir_at(&ws, ROOT[0])?;
