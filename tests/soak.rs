@@ -4,6 +4,8 @@
 mod support;
 
 use serde_json::json;
+use std::time::Duration;
+use support::wait::{Deadline, eventually};
 use support::{Agent, processes_mentioning};
 
 fn fds(pid: i32) -> usize {
@@ -63,18 +65,25 @@ fn a_thousand_commands_leak_nothing() {
         rss_a,
         rss_kib(adapter)
     );
-    // Journals on disk stay bounded too.
+    // Journals on disk stay bounded too: the newest 16 finished, the last command's and
+    // the one made ahead for the next, once the guardian had an idle moment to delete
+    // the older ones (it may not have had one yet when the last answer arrives).
     let sessions = a.state.join("sessions");
-    let journals: usize = std::fs::read_dir(&sessions)
-        .unwrap()
-        .flatten()
-        .map(|d| {
-            std::fs::read_dir(d.path())
-                .unwrap()
-                .flatten()
-                .filter(|f| f.file_name().to_string_lossy().starts_with("exec-"))
-                .count()
-        })
-        .sum();
-    assert!(journals <= 17, "{journals} journal files kept");
+    let journals = || -> usize {
+        std::fs::read_dir(&sessions)
+            .unwrap()
+            .flatten()
+            .map(|d| {
+                std::fs::read_dir(d.path())
+                    .unwrap()
+                    .flatten()
+                    .filter(|f| f.file_name().to_string_lossy().starts_with("exec-"))
+                    .count()
+            })
+            .sum()
+    };
+    let deadline = Deadline::after("idle journal pruning", Duration::from_secs(10));
+    eventually(deadline, "journals are pruned to 18", journals, |n| {
+        *n <= 18
+    });
 }

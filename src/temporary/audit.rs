@@ -1,10 +1,10 @@
 //! The audit after every Bash action: what the session's directory holds (bytes, files),
 //! what every session directory of the workspace holds, and the directory's generation.
 //!
-//! Cost: `getdents64` per directory (`fsutil::dir_names`) and one `fstatat` per entry,
-//! nothing read. The walk
-//! is bounded (`MAX_ENTRIES` for the whole workspace, `MAX_DEPTH` levels); a walk cut
-//! short counts as over budget, since usage could not be established.
+//! Cost: one `openat2` to reach `.winx/tmp` when no link is on the way (`open_root`),
+//! `getdents64` per directory (`fsutil::dir_names`) and one `fstatat` per entry, nothing
+//! read. The walk is bounded (`MAX_ENTRIES` for the whole workspace, `MAX_DEPTH`
+//! levels); a walk cut short counts as over budget, since usage could not be established.
 
 use super::{DirProblem, dir_name, make_dir_at, open_dir_at, open_root};
 use crate::fsutil::dir_names;
