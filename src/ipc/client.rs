@@ -16,6 +16,9 @@ use std::time::Duration;
 /// Idle connections kept per guardian: one per concurrent caller of a session is plenty
 /// (a session runs one foreground command); the rest are closed after use.
 const POOL_MAX: usize = 4;
+/// A request's frame is written into this much room at once (a `Run` is about 300 bytes):
+/// no growth by `realloc`, which takes the malloc arena's lock.
+const REQUEST_CAPACITY: usize = 1024;
 
 /// Slack added to a request's own wait before the client gives up on the guardian. The
 /// guardian enforces the wait itself; this only bounds a guardian that stopped answering.
@@ -198,7 +201,7 @@ impl GuardianClient {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
         let unsent = |error| SendError { error, sent: false };
         let sent = |error| SendError { error, sent: true };
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(REQUEST_CAPACITY);
         encode_frame(&mut out, req).map_err(|e| unsent(gone(e)))?;
         let mut c = match self.reuse(&out) {
             Some(c) => c,
@@ -261,7 +264,7 @@ impl GuardianClient {
 
     fn exchange(&self, req: &Request, wait: Duration) -> Result<(Response, Conn), ClientError> {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(REQUEST_CAPACITY);
         encode_frame(&mut out, req).map_err(gone)?;
         let mut c = match self.reuse(&out) {
             Some(c) => c,

@@ -38,19 +38,36 @@ pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()>
     w.flush()
 }
 
-/// Append one frame to `buf` (several frames can then leave in one write).
+/// Append one frame to `buf` (several frames can then leave in one write). The body is
+/// written in place after a length placeholder: a kept buffer (a guardian client's
+/// outbox) then serialises an answer without allocating, and so without `realloc` calls
+/// that take the malloc arena's one lock (`alloc::single_arena`), which the embedded
+/// guardian shares with the adapter's threads. On error `buf` is left as it was.
 pub fn encode_frame<T: Serialize>(buf: &mut Vec<u8>, msg: &T) -> io::Result<()> {
-    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
-    if body.len() > MAX_FRAME_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "frame too large",
-        ));
+    let start = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    let written = serde_json::to_writer(&mut *buf, msg).map_err(io::Error::other);
+    let len = buf.len() - start - 4;
+    let checked = written.and_then(|()| {
+        if len > MAX_FRAME_BYTES {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "frame too large",
+            ))
+        } else {
+            Ok(())
+        }
+    });
+    match checked {
+        Ok(()) => {
+            buf[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            buf.truncate(start);
+            Err(e)
+        }
     }
-    buf.reserve(4 + body.len());
-    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    buf.extend_from_slice(&body);
-    Ok(())
 }
 
 pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> io::Result<T> {
@@ -101,6 +118,22 @@ mod tests {
         assert!(read_frame::<_, Hello>(&mut huge.as_slice()).is_err());
         let garbage = [0u8, 0, 0, 2, b'{', b'x'];
         assert!(read_frame::<_, Hello>(&mut garbage.as_slice()).is_err());
+    }
+
+    #[test]
+    fn frames_are_appended_in_place_and_a_refused_one_leaves_nothing() {
+        let mut buf = b"kept".to_vec();
+        let (a, b) = (Hello::new(1, "adapter"), Hello::new(2, "operator"));
+        encode_frame(&mut buf, &a).unwrap();
+        encode_frame(&mut buf, &b).unwrap();
+        let mut rest = &buf[4..];
+        assert_eq!(read_frame::<_, Hello>(&mut rest).unwrap(), a);
+        assert_eq!(read_frame::<_, Hello>(&mut rest).unwrap(), b);
+        assert!(rest.is_empty());
+        let before = buf.clone();
+        let huge = "x".repeat(MAX_FRAME_BYTES);
+        assert!(encode_frame(&mut buf, &huge).is_err());
+        assert_eq!(buf, before, "a refused frame leaves no bytes behind");
     }
 }
 
