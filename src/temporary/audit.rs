@@ -13,7 +13,7 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstatat, futimens};
 use nix::sys::time::TimeSpec;
 use sha2::{Digest, Sha256};
 use std::ffi::CString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// Entries visited per audit, over every session directory of the workspace: 78 times
@@ -68,6 +68,17 @@ impl Audit {
 
 /// Audit the directory of session `key` in `workspace`; `now_ms` renews its lease.
 pub fn audit(workspace: &Path, key: &str, now_ms: i64) -> Audit {
+    audit_visiting(workspace, key, now_ms, &mut |_| {})
+}
+
+/// `audit`, handing `visit` every directory below `.winx/tmp` (and that one) just before
+/// its entries are read, so a watch added there misses no change the reading did not see.
+pub fn audit_visiting(
+    workspace: &Path,
+    key: &str,
+    now_ms: i64,
+    visit: &mut dyn FnMut(BorrowedFd<'_>),
+) -> Audit {
     let mut a = Audit {
         dir: super::session_dir(workspace, key),
         session: Usage::default(),
@@ -94,13 +105,18 @@ pub fn audit(workspace: &Path, key: &str, now_ms: i64) -> Audit {
             return a;
         }
     };
+    visit(root.as_fd());
     let own = dir_name(key);
     let mut seen = 0usize;
     let mut hash = Sha256::new();
     match open_dir_at(&root, own.as_str()) {
         Ok(fd) => {
             renew_lease(&fd, now_ms);
-            walk(fd, "", 0, &mut a.session, &mut seen, Some(&mut hash));
+            let mut w = Walk {
+                seen: &mut seen,
+                visit: &mut *visit,
+            };
+            w.walk(fd, "", 0, &mut a.session, Some(&mut hash));
         }
         Err(DirProblem::Missing) => match make_dir_at(&root, own.as_str()) {
             Ok(_) => a.recreated = true,
@@ -119,7 +135,11 @@ pub fn audit(workspace: &Path, key: &str, now_ms: i64) -> Audit {
             continue;
         };
         let mut other = Usage::default();
-        walk(fd, "", 0, &mut other, &mut seen, None);
+        let mut w = Walk {
+            seen: &mut seen,
+            visit: &mut *visit,
+        };
+        w.walk(fd, "", 0, &mut other, None);
         a.workspace_bytes = a.workspace_bytes.saturating_add(other.bytes);
         // Other sessions' usage beyond the bound is unknown: the workspace total is then
         // a lower bound, and unknown counts as over.
@@ -168,60 +188,70 @@ fn renew_lease(dir: &OwnedFd, now_ms: i64) {
     }
 }
 
-/// Add what `fd` holds to `usage`, counting entries in `seen` (bounded by `MAX_ENTRIES`);
-/// `hash` feeds the generation (own directory only; entries are hashed in byte order of
-/// their names, so the result is stable).
-fn walk(
-    fd: OwnedFd,
-    prefix: &str,
-    depth: usize,
-    usage: &mut Usage,
-    seen: &mut usize,
-    mut hash: Option<&mut Sha256>,
-) {
-    if depth > MAX_DEPTH {
-        usage.truncated = true;
-        return;
-    }
-    // One name past the bound, to know the bound was passed.
-    let Ok(mut names) = dir_names(fd.as_fd(), (MAX_ENTRIES + 1).saturating_sub(*seen)) else {
-        return;
-    };
-    if *seen + names.len() > MAX_ENTRIES {
-        names.truncate(MAX_ENTRIES.saturating_sub(*seen));
-        usage.truncated = true;
-    }
-    *seen += names.len();
-    if hash.is_some() {
-        names.sort_unstable();
-    }
-    for name in names {
-        let Ok(st) = fstatat(&fd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-        let rel = format!("{prefix}{}", name.to_string_lossy());
-        if let Some(h) = hash.as_deref_mut() {
-            h.update(rel.as_bytes());
-            h.update([0u8]);
-            for n in [
-                fmt.bits() as i64,
-                st.st_size,
-                st.st_mtime,
-                st.st_mtime_nsec,
-                st.st_ino as i64,
-            ] {
-                h.update(n.to_le_bytes());
-            }
+/// One audit's walk: entries counted in `seen` (bounded by `MAX_ENTRIES`), every
+/// directory handed to `visit` before it is read.
+struct Walk<'a> {
+    seen: &'a mut usize,
+    visit: &'a mut dyn FnMut(BorrowedFd<'_>),
+}
+
+impl Walk<'_> {
+    /// Add what `fd` holds to `usage`; `hash` feeds the generation (own directory only;
+    /// entries are hashed in byte order of their names, so the result is stable).
+    fn walk(
+        &mut self,
+        fd: OwnedFd,
+        prefix: &str,
+        depth: usize,
+        usage: &mut Usage,
+        mut hash: Option<&mut Sha256>,
+    ) {
+        if depth > MAX_DEPTH {
+            usage.truncated = true;
+            return;
         }
-        if fmt == SFlag::S_IFDIR {
-            if let Ok(sub) = open_dir_at(&fd, name.as_c_str()) {
-                let rel = format!("{rel}/");
-                walk(sub, &rel, depth + 1, usage, seen, hash.as_deref_mut());
+        (self.visit)(fd.as_fd());
+        // One name past the bound, to know the bound was passed.
+        let left = (MAX_ENTRIES + 1).saturating_sub(*self.seen);
+        let Ok(mut names) = dir_names(fd.as_fd(), left) else {
+            return;
+        };
+        if *self.seen + names.len() > MAX_ENTRIES {
+            names.truncate(MAX_ENTRIES.saturating_sub(*self.seen));
+            usage.truncated = true;
+        }
+        *self.seen += names.len();
+        if hash.is_some() {
+            names.sort_unstable();
+        }
+        for name in names {
+            let Ok(st) = fstatat(&fd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+            let rel = format!("{prefix}{}", name.to_string_lossy());
+            if let Some(h) = hash.as_deref_mut() {
+                h.update(rel.as_bytes());
+                h.update([0u8]);
+                for n in [
+                    fmt.bits() as i64,
+                    st.st_size,
+                    st.st_mtime,
+                    st.st_mtime_nsec,
+                    st.st_ino as i64,
+                ] {
+                    h.update(n.to_le_bytes());
+                }
             }
-        } else {
-            usage.files += 1;
-            usage.bytes = usage.bytes.saturating_add(st.st_size.max(0) as u64);
+            if fmt == SFlag::S_IFDIR {
+                if let Ok(sub) = open_dir_at(&fd, name.as_c_str()) {
+                    let rel = format!("{rel}/");
+                    self.walk(sub, &rel, depth + 1, usage, hash.as_deref_mut());
+                }
+            } else {
+                usage.files += 1;
+                usage.bytes = usage.bytes.saturating_add(st.st_size.max(0) as u64);
+            }
         }
     }
 }

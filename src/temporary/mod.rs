@@ -15,6 +15,7 @@ pub mod audit;
 pub mod policy;
 pub mod prune;
 pub mod release;
+pub mod watch;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};

@@ -267,3 +267,104 @@ fn recovery_commands() {
         assert!(!only_inspects_or_removes(src), "{src}");
     }
 }
+
+/// `watch::audit` against a walk made at the same moment, around every kind of change.
+#[test]
+fn a_watched_audit_is_reused_until_anything_it_measured_changes() {
+    let (_t, ws) = ws();
+    let dir = ensure(&ws, KEY).unwrap();
+    let other = ensure(&ws, "ffeeddccbbaa9988").unwrap();
+    fs::write(other.join("o"), "1").unwrap();
+    let mut slot = None;
+    let full = |slot: &Option<watch::Watched>| slot.as_ref().map(|w| w.full_audits());
+    let first = watch::audit(&mut slot, &ws, KEY, 0);
+    assert_eq!(first, audit(&ws, KEY, 0));
+    assert_eq!(full(&slot), Some(1));
+    assert_eq!(watch::audit(&mut slot, &ws, KEY, 0), first);
+    // Files of the workspace itself do not matter; only the way to `.winx/tmp` does.
+    fs::write(ws.join("unrelated.txt"), "x").unwrap();
+    assert_eq!(watch::audit(&mut slot, &ws, KEY, 0), first);
+    assert_eq!(full(&slot), Some(1), "nothing measured changed: reused");
+    let f = dir.join("f");
+    let changes: Vec<(&str, Change)> = vec![
+        ("a new file", Box::new(|| fs::write(&f, "abc").unwrap())),
+        ("an append", Box::new(|| append(&f, b"defg"))),
+        ("a truncation", Box::new(|| truncate(&f, 1))),
+        ("a chmod", Box::new(|| chmod(&f, 0o600))),
+        (
+            "a subdirectory",
+            Box::new(|| mkdir_with_file(&dir.join("sub"))),
+        ),
+        (
+            "a write below it",
+            Box::new(|| append(&dir.join("sub/a"), b"more")),
+        ),
+        (
+            "a rename",
+            Box::new(|| fs::rename(&f, dir.join("sub/g")).unwrap()),
+        ),
+        (
+            "a removal",
+            Box::new(|| fs::remove_file(dir.join("sub/g")).unwrap()),
+        ),
+        (
+            "another session's write",
+            Box::new(|| append(&other.join("o"), b"22")),
+        ),
+        (
+            "another session",
+            Box::new(|| drop(ensure(&ws, "0badc0de0badc0de").unwrap())),
+        ),
+    ];
+    let mut expected = 1;
+    for (what, change) in &changes {
+        change();
+        expected += 1;
+        let got = watch::audit(&mut slot, &ws, KEY, 0);
+        assert_eq!(got, audit(&ws, KEY, 0), "after {what}");
+        assert_eq!(full(&slot), Some(expected), "{what} was seen");
+        assert_eq!(
+            watch::audit(&mut slot, &ws, KEY, 0),
+            got,
+            "{what}: then reused"
+        );
+        assert_eq!(full(&slot), Some(expected));
+    }
+    // A minute on, the lease is renewed by a full audit.
+    watch::audit(&mut slot, &ws, KEY, 60_000);
+    assert_eq!(full(&slot), Some(expected + 1));
+    // `tmp` replaced by a link: seen on `.winx`, measured as a problem, never cached.
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::rename(ws.join(".winx/tmp"), ws.join(".winx/old")).unwrap();
+    symlink(elsewhere.path(), ws.join(".winx/tmp")).unwrap();
+    let got = watch::audit(&mut slot, &ws, KEY, 60_000);
+    assert!(got.problem.is_some() && got.over_budget());
+    assert!(slot.is_none());
+}
+
+/// One change made to the directories under watch.
+type Change<'a> = Box<dyn Fn() + 'a>;
+
+fn append(p: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut f = fs::OpenOptions::new().append(true).open(p).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+fn truncate(p: &Path, len: u64) {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+fn chmod(p: &Path, mode: u32) {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn mkdir_with_file(d: &Path) {
+    fs::create_dir(d).unwrap();
+    fs::write(d.join("a"), "1").unwrap();
+}

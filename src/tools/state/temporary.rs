@@ -24,6 +24,8 @@ pub enum Verdict {
 #[derive(Debug, Default)]
 pub struct Temporary {
     pub verdict: Verdict,
+    /// The last audit, while nothing it measured changed (`temporary::watch`).
+    pub watch: Option<crate::temporary::watch::Watched>,
     helper_files: HashSet<PathBuf>,
     helper_calls: u32,
 }

@@ -10,8 +10,9 @@
 pub mod release;
 
 use crate::session::Binding;
-use crate::temporary::audit::{self, Audit};
+use crate::temporary::audit::Audit;
 use crate::temporary::policy::{self, Place};
+use crate::temporary::watch;
 use crate::temporary::{self as engine, prune};
 use crate::tools::ToolContext;
 use crate::tools::envelope::{NextAction, Status, ToolOutput};
@@ -63,20 +64,22 @@ pub fn usage_json(a: &Audit) -> Value {
     v
 }
 
-/// Audit the session's directory and remember the verdict.
-pub fn audit(ctx: &ToolContext, b: &Binding) -> Audit {
+/// Audit the session's directory (the last audit while inotify saw no change to it:
+/// `temporary::watch`) and remember the verdict. `fresh` walks the directory whatever the
+/// cache says (`release_temporary`, which compares generations).
+pub fn audit(ctx: &ToolContext, b: &Binding, fresh: bool) -> Audit {
     let _phase = ctx.trace.phase(Phase::TemporaryAudit);
-    let a = audit::audit(&b.workspace_root, &key(ctx, b), now_ms(ctx));
-    let verdict = if a.over_budget() {
+    let state = ctx.states.of(ctx.principal, &b.thread_id);
+    let mut t = state.temporary.lock();
+    if fresh {
+        t.watch = None;
+    }
+    let a = watch::audit(&mut t.watch, &b.workspace_root, &key(ctx, b), now_ms(ctx));
+    t.verdict = if a.over_budget() {
         Verdict::Over
     } else {
         Verdict::Under
     };
-    ctx.states
-        .of(ctx.principal, &b.thread_id)
-        .temporary
-        .lock()
-        .verdict = verdict;
     a
 }
 
@@ -92,7 +95,7 @@ pub fn initialize(ctx: &ToolContext, b: &Binding, prune_stale: bool) -> (Value, 
     } else {
         (Ok(()), prune::Pruned::default())
     };
-    let a = audit(ctx, b);
+    let a = audit(ctx, b, false);
     let mut v = usage_json(&a);
     if let Err(p) = made {
         let field = match p {
@@ -172,7 +175,7 @@ pub fn before_command(
     if verdict == Verdict::Under || policy::only_inspects_or_removes(src) {
         return Ok(());
     }
-    let a = audit(ctx, b);
+    let a = audit(ctx, b, false);
     if !a.over_budget() {
         return Ok(());
     }
@@ -235,7 +238,7 @@ fn over_text(a: &Audit) -> String {
 /// After every Bash action: audit, report `data.temporary`, and say so in the text when
 /// over budget.
 pub fn after_action(ctx: &ToolContext, b: &Binding, out: &mut ToolOutput) {
-    let a = audit(ctx, b);
+    let a = audit(ctx, b, false);
     if a.over_budget() {
         out.text.push_str(&format!(
             "\nTemporary directory over budget ({}): ordinary commands are refused until you \

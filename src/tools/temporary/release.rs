@@ -96,7 +96,7 @@ pub fn call(ctx: &ToolContext, b: &Binding, spec: &Value) -> Result<ToolOutput, 
             next,
         })
     };
-    let before = super::audit(ctx, b);
+    let before = super::audit(ctx, b, true);
     if let Some(p) = &before.problem {
         return Err(blocked(
             format!("the managed directory is unusable ({p})"),
@@ -202,7 +202,7 @@ fn answer(
     b: &Binding,
     outcomes: Vec<(&Item, Result<&'static str, String>)>,
 ) -> ToolOutput {
-    let after = super::audit(ctx, b);
+    let after = super::audit(ctx, b, true);
     let mut text = String::new();
     let mut files = Vec::new();
     let mut kept = 0;
