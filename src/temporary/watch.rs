@@ -28,25 +28,19 @@ use std::path::{Path, PathBuf};
 /// when older than a minute, so it stays as fresh as without the cache.
 const LEASE_FRESH_MS: i64 = 60_000;
 
-/// What changes a measured directory.
-const TREE: F = F::IN_MODIFY
-    .union(F::IN_ATTRIB)
-    .union(F::IN_CREATE)
+/// Entries made, removed or renamed in a directory, and the directory's own move or
+/// removal.
+const ENTRIES: F = F::IN_CREATE
     .union(F::IN_DELETE)
     .union(F::IN_MOVED_FROM)
     .union(F::IN_MOVED_TO)
     .union(F::IN_DELETE_SELF)
     .union(F::IN_MOVE_SELF)
     .union(F::IN_ONLYDIR);
+/// What changes a measured directory: its entries, and any write or attribute change.
+const TREE: F = ENTRIES.union(F::IN_MODIFY).union(F::IN_ATTRIB);
 /// What changes the way to `.winx/tmp` (one named entry, or the directory itself).
-const WAY: F = F::IN_CREATE
-    .union(F::IN_DELETE)
-    .union(F::IN_MOVED_FROM)
-    .union(F::IN_MOVED_TO)
-    .union(F::IN_DELETE_SELF)
-    .union(F::IN_MOVE_SELF)
-    .union(F::IN_ONLYDIR)
-    .union(F::IN_DONT_FOLLOW);
+const WAY: F = ENTRIES.union(F::IN_DONT_FOLLOW);
 
 /// One session's watched audit.
 #[derive(Debug)]
