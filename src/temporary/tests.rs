@@ -368,3 +368,30 @@ fn mkdir_with_file(d: &Path) {
     fs::create_dir(d).unwrap();
     fs::write(d.join("a"), "1").unwrap();
 }
+
+/// inotify instances are the user's, shared with every program they run: a process holds
+/// at most `MAX_WATCHED`, and the sessions beyond audit by walking, as before.
+#[test]
+fn at_most_a_few_sessions_hold_an_inotify_instance() {
+    let (_t, ws) = ws();
+    let keys: Vec<String> = (0..=watch::MAX_WATCHED)
+        .map(|i| format!("{i:016x}"))
+        .collect();
+    let mut slots: Vec<Option<watch::Watched>> = Vec::new();
+    for k in &keys {
+        ensure(&ws, k).unwrap();
+        let mut slot = None;
+        let a = watch::audit(&mut slot, &ws, k, 0);
+        assert_eq!(a, audit(&ws, k, 0), "walked or watched, the same audit");
+        slots.push(slot);
+    }
+    let held = slots.iter().filter(|s| s.is_some()).count();
+    assert!(
+        held <= watch::MAX_WATCHED && held < slots.len(),
+        "{held} held"
+    );
+    drop(slots);
+    let mut slot = None;
+    watch::audit(&mut slot, &ws, &keys[0], 0);
+    assert!(slot.is_some(), "a place given back is taken again");
+}

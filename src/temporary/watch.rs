@@ -9,6 +9,8 @@
 //! renamed) and their own move or removal. A watch is added just before its directory is
 //! read, so a change the reading missed still leaves an event.
 //!
+//! At most `MAX_WATCHED` sessions of a process hold an inotify instance at once.
+//!
 //! Invariants: a cached audit is only ever a clean one (no problem, nothing made again,
 //! nothing unavailable, nothing cut short); it is used for at most `LEASE_FRESH_MS`, so
 //! the directory's lease is renewed as before; an overflowing queue, an unknown watch or
@@ -23,6 +25,14 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Sessions of this process with a watched audit at once. inotify instances are counted
+/// per user (`max_user_instances`, 128 by default) across every program the user runs,
+/// editors' file watchers included: a server with many sessions must not take them all.
+/// Beyond this, sessions audit by walking, as without the cache.
+pub const MAX_WATCHED: usize = 4;
+static WATCHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Longest use of one audit: the lease (the directory's mtime) is renewed by a full audit
 /// when older than a minute, so it stays as fresh as without the cache.
@@ -45,6 +55,7 @@ const WAY: F = ENTRIES.union(F::IN_DONT_FOLLOW);
 /// One session's watched audit.
 #[derive(Debug)]
 pub struct Watched {
+    _seat: Seat,
     inotify: Inotify,
     workspace: PathBuf,
     key: String,
@@ -69,6 +80,9 @@ pub fn audit(slot: &mut Option<Watched>, workspace: &Path, key: &str, now_ms: i6
     // A fresh instance each time: no event or watch of the last audit can leak into this
     // one, and directories no longer in the tree are forgotten.
     *slot = None;
+    let Some(seat) = Seat::take() else {
+        return super::audit::audit(workspace, key, now_ms);
+    };
     let Ok(inotify) = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) else {
         return super::audit::audit(workspace, key, now_ms);
     };
@@ -99,6 +113,7 @@ pub fn audit(slot: &mut Option<Watched>, workspace: &Path, key: &str, now_ms: i6
         a.problem.is_none() && !a.recreated && a.unavailable.is_none() && !a.session.truncated;
     if ok && clean {
         *slot = Some(Watched {
+            _seat: seat,
             inotify,
             workspace: workspace.to_path_buf(),
             key: key.to_string(),
@@ -144,6 +159,25 @@ impl Watched {
     /// Full audits made so far (the cache's own count, for tests).
     pub fn full_audits(&self) -> u64 {
         self.full
+    }
+}
+
+/// One of the `MAX_WATCHED` places, given back when dropped.
+#[derive(Debug)]
+struct Seat;
+
+impl Seat {
+    fn take() -> Option<Seat> {
+        let taken = WATCHED.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < MAX_WATCHED).then_some(n + 1)
+        });
+        taken.ok().map(|_| Seat)
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        WATCHED.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
