@@ -341,9 +341,9 @@ impl Recorder {
 /// with an admission or a watcher's facts first sleeps up to `ADMIT_WINDOW`, so a command
 /// loop commits once per window, not once or twice per command. Nobody is kept waiting by
 /// it: a message somebody waits for (a sync, a refresh, a watch: `Open::send`) and a
-/// thread beginning `Notify::wait_past` ping the recorder (`Notify::ping_recorder`), which ends the window
-/// (one pinged before it began skips it), and while `awaited` (a thread of this process
-/// waits for a change) there is no window at all.
+/// thread beginning `Notify::wait_past` ping the recorder (`Notify::ping_recorder`),
+/// which ends the window (one pinged before it began skips it), and while `awaited` (a
+/// thread of this process waits for a change) there is no window at all.
 fn gather(rx: &Receiver<Msg>, pinged: &Receiver<()>, first: Msg, awaited: bool) -> Vec<Msg> {
     let batchable = matches!(first, Msg::Admit(_) | Msg::Facts { watcher: true, .. });
     if batchable && !awaited && pinged.try_recv().is_err() {

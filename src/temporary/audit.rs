@@ -107,15 +107,11 @@ pub fn audit_visiting(
     };
     visit(root.as_fd());
     let own = dir_name(key);
-    let mut seen = 0usize;
+    let mut w = Walk { seen: 0, visit };
     let mut hash = Sha256::new();
     match open_dir_at(&root, own.as_str()) {
         Ok(fd) => {
             renew_lease(&fd, now_ms);
-            let mut w = Walk {
-                seen: &mut seen,
-                visit: &mut *visit,
-            };
             w.walk(fd, "", 0, &mut a.session, Some(&mut hash));
         }
         Err(DirProblem::Missing) => match make_dir_at(&root, own.as_str()) {
@@ -135,10 +131,6 @@ pub fn audit_visiting(
             continue;
         };
         let mut other = Usage::default();
-        let mut w = Walk {
-            seen: &mut seen,
-            visit: &mut *visit,
-        };
         w.walk(fd, "", 0, &mut other, None);
         a.workspace_bytes = a.workspace_bytes.saturating_add(other.bytes);
         // Other sessions' usage beyond the bound is unknown: the workspace total is then
@@ -191,7 +183,7 @@ fn renew_lease(dir: &OwnedFd, now_ms: i64) {
 /// One audit's walk: entries counted in `seen` (bounded by `MAX_ENTRIES`), every
 /// directory handed to `visit` before it is read.
 struct Walk<'a> {
-    seen: &'a mut usize,
+    seen: usize,
     visit: &'a mut dyn FnMut(BorrowedFd<'_>),
 }
 
@@ -212,15 +204,15 @@ impl Walk<'_> {
         }
         (self.visit)(fd.as_fd());
         // One name past the bound, to know the bound was passed.
-        let left = (MAX_ENTRIES + 1).saturating_sub(*self.seen);
+        let left = (MAX_ENTRIES + 1).saturating_sub(self.seen);
         let Ok(mut names) = dir_names(fd.as_fd(), left) else {
             return;
         };
-        if *self.seen + names.len() > MAX_ENTRIES {
-            names.truncate(MAX_ENTRIES.saturating_sub(*self.seen));
+        if self.seen + names.len() > MAX_ENTRIES {
+            names.truncate(MAX_ENTRIES.saturating_sub(self.seen));
             usage.truncated = true;
         }
-        *self.seen += names.len();
+        self.seen += names.len();
         if hash.is_some() {
             names.sort_unstable();
         }

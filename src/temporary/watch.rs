@@ -128,7 +128,7 @@ pub fn audit(slot: &mut Option<Watched>, workspace: &Path, key: &str, now_ms: i6
 
 impl Watched {
     /// Whether the last audit still holds: same directory, young enough, and no event
-    /// since on what it measured (the events are consumed either way).
+    /// since on what it measured.
     fn still(&mut self, workspace: &Path, key: &str, now_ms: i64) -> bool {
         if self.workspace != workspace || self.key != key {
             return false;
@@ -136,22 +136,21 @@ impl Watched {
         if !(0..LEASE_FRESH_MS).contains(&(now_ms - self.audited_ms)) {
             return false;
         }
-        let mut still = true;
+        // A stale audit is replaced with a new instance: its other events need no reading.
         loop {
             let events = match self.inotify.read_events() {
                 Ok(events) => events,
-                Err(nix::errno::Errno::EAGAIN) => return still,
+                Err(nix::errno::Errno::EAGAIN) => return true,
                 Err(_) => return false,
             };
             for e in events {
-                if e.mask.contains(F::IN_Q_OVERFLOW) {
+                let ignorable = match self.watches.get(&e.wd) {
+                    Some(Some(name)) => !matters(&e.mask, e.name.as_deref(), name),
+                    _ => false,
+                };
+                if e.mask.contains(F::IN_Q_OVERFLOW) || !ignorable {
                     return false;
                 }
-                still &= match self.watches.get(&e.wd) {
-                    Some(Some(name)) => !matters(&e.mask, e.name.as_deref(), name),
-                    Some(None) => false,
-                    None => false,
-                };
             }
         }
     }
