@@ -76,10 +76,9 @@ impl Looks {
             return Idle::No;
         };
         // The fd it reads must be the terminal (a FIFO or a file is the command's business).
-        let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"));
-        let on_tty = match (target, self.tty(master)) {
-            (Ok(t), Some(tty)) => t.as_os_str() == tty,
-            _ => false,
+        let on_tty = match self.tty(master) {
+            Some(tty) => fd_links_to(pid, fd, tty),
+            None => false,
         };
         let still = on_tty && self.syscall(pid).is_some_and(|again| again == first) && foreground();
         if still && !readable(master) {
@@ -136,6 +135,24 @@ fn reading_fd(line: &str) -> Option<i64> {
     }
     let fd = it.next()?.strip_prefix("0x")?;
     i64::from_str_radix(fd, 16).ok()
+}
+
+/// Whether `/proc/<pid>/fd/<fd>` is a link to `target`. On the stack: `fs::read_link`
+/// allocates its buffer and then shrinks it, and that `realloc` takes the malloc arena's
+/// lock, which the embedded guardian shares with the adapter (issue 18).
+fn fd_links_to(pid: i32, fd: i64, target: &str) -> bool {
+    use std::io::Write;
+    let mut path = [0u8; 64];
+    let mut w = &mut path[..];
+    // Room for "/proc/<i32>/fd/<i64>" and the NUL; a write that does not fit is refused.
+    if write!(w, "/proc/{pid}/fd/{fd}\0").is_err() {
+        return false;
+    }
+    let mut link = [0u8; 256];
+    // SAFETY: `path` is NUL-terminated (written above); `link` is a buffer of its length.
+    let n = unsafe { libc::readlink(path.as_ptr().cast(), link.as_mut_ptr().cast(), link.len()) };
+    // A link as long as the buffer may have been cut: never equal then.
+    n >= 0 && (n as usize) < link.len() && &link[..n as usize] == target.as_bytes()
 }
 
 /// The slave's path (`/dev/pts/N`) of a PTY master.
@@ -233,6 +250,21 @@ mod tests {
         let wait = format!("{} 0xffffffffffffffff 0x7ffd 0x0", libc::SYS_wait4);
         assert_eq!(reading_fd(&wait), None);
         assert_eq!(reading_fd(""), None);
+    }
+
+    #[test]
+    fn an_fd_link_is_compared_whole() {
+        use std::os::fd::AsRawFd;
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let me = std::process::id() as i32;
+        let fd = pty.slave.as_raw_fd() as i64;
+        let name = slave_name(pty.master.as_raw_fd()).unwrap();
+        assert!(fd_links_to(me, fd, &name));
+        // A prefix, a longer name, another fd and a pid that cannot exist all differ.
+        assert!(!fd_links_to(me, fd, &name[..name.len() - 1]));
+        assert!(!fd_links_to(me, fd, &format!("{name}0")));
+        assert!(!fd_links_to(me, pty.master.as_raw_fd() as i64, &name));
+        assert!(!fd_links_to(i32::MAX, fd, &name));
     }
 
     #[test]

@@ -8,12 +8,12 @@
 
 use super::client_io::Client;
 use super::codex_targets::CodexTargets;
+use super::poll_set::{LISTENER, PollSet, WAKE};
 use super::reaper;
 use super::session::{Activity, Session};
 use super::sigchld::WakePipe;
 use super::waiter::{WaitKind, Waiter};
 use crate::deadline::Deadline;
-use crate::shell::pty::poll_in;
 use crate::wire::Hello;
 use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, SecretValues, Wait};
 use nix::libc;
@@ -68,6 +68,8 @@ pub struct EventLoop {
     /// Where PTY reads land: allocated once (a fresh 64 KiB per read cost a `memset` and
     /// a heap consolidation on every wake-up); pages are touched only as output needs them.
     read_buf: Vec<u8>,
+    /// What each turn polls, refilled in place.
+    poll_set: PollSet,
     /// Our process id, for `Expect` (asked once: `getpid` is a system call each time).
     pid: u32,
 }
@@ -96,6 +98,7 @@ impl EventLoop {
             doomed: Vec::new(),
             codex: CodexTargets::default(),
             read_buf: vec![0; READ_CHUNK],
+            poll_set: PollSet::default(),
             pid: std::process::id(),
         })
     }
@@ -123,25 +126,20 @@ impl EventLoop {
     /// Run until `Shutdown` or a failed first start.
     pub fn run(mut self) {
         while !self.stop {
-            let mut fds = vec![
-                poll_in(self.wake.read.as_raw_fd()),
-                poll_in(self.listener.as_raw_fd()),
-            ];
-            let masters = self.session.masters();
-            fds.extend(masters.iter().map(|(_, fd)| poll_in(*fd)));
-            let client_ids: Vec<u64> = self.clients.keys().copied().collect();
-            fds.extend(client_ids.iter().map(|id| {
-                let c = &self.clients[id];
-                let mut p = poll_in(c.stream.as_raw_fd());
-                if c.wants_write() {
-                    p.events |= libc::POLLOUT;
-                }
-                p
-            }));
+            // Refilled in place (see `poll_set`); put back at the end of the turn.
+            let mut set = std::mem::take(&mut self.poll_set);
+            set.start(self.wake.read.as_raw_fd(), self.listener.as_raw_fd());
+            self.session.masters_into(&mut set.masters);
+            set.clients.extend(self.clients.keys());
+            set.enter(|id| {
+                let c = &self.clients[&id];
+                (c.stream.as_raw_fd(), c.wants_write())
+            });
             // Idle-time work (the journals) only when nothing is ready: a look without
             // waiting first, one piece of work per look.
             let chores = self.session.has_chores();
             let timeout = if chores { 0 } else { self.poll_timeout() };
+            let fds = &mut set.fds;
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 && nix::Error::last() != nix::Error::EINTR {
                 log::error!("poll failed: {}", nix::Error::last());
@@ -150,7 +148,7 @@ impl EventLoop {
             if chores && n == 0 {
                 self.session.chore();
             }
-            if fds[0].revents != 0 {
+            if set.fds[WAKE].revents != 0 {
                 self.wake.drain();
                 if self.session.reap_background() {
                     self.check_startup_failure();
@@ -161,8 +159,8 @@ impl EventLoop {
             }
             // Clients first: a request waiting behind a chunk of flood output is served
             // in this wake-up, not after it.
-            for (i, id) in client_ids.iter().enumerate() {
-                let revents = fds[2 + masters.len() + i].revents;
+            for (i, id) in set.clients.iter().enumerate() {
+                let revents = set.client_events(i);
                 if revents & libc::POLLOUT != 0 {
                     self.flush_client(*id);
                 }
@@ -170,14 +168,15 @@ impl EventLoop {
                     self.read_client(*id);
                 }
             }
-            if fds[1].revents != 0 {
+            if set.fds[LISTENER].revents != 0 {
                 self.accept();
             }
-            for (i, (bg, fd)) in masters.iter().enumerate() {
-                if fds[2 + i].revents != 0 {
+            for (i, (bg, fd)) in set.masters.iter().enumerate() {
+                if set.master_events(i) != 0 {
                     self.read_master(bg.as_deref(), *fd);
                 }
             }
+            self.poll_set = set;
             let act = self.session.recheck_marker();
             self.on_activity(act);
             if self.on_ready.is_some() && self.startup.expired() {

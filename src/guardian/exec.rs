@@ -116,6 +116,15 @@ impl OutputLog {
     }
 }
 
+/// The id of the session's execution `n` ("<tag>-<n>"), built in a buffer sized up front:
+/// a growing `String` is a `realloc`, which takes the malloc arena's lock (see `poll_set`).
+pub fn execution_id(tag: &str, n: u64) -> String {
+    use std::fmt::Write;
+    let mut id = String::with_capacity(tag.len() + 21);
+    let _ = write!(id, "{tag}-{n}");
+    id
+}
+
 /// A command's identity, clock, output and outcome.
 pub struct Execution {
     pub id: String,

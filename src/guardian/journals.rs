@@ -58,8 +58,16 @@ impl Journals {
         }
     }
 
+    /// Built in buffers sized up front: a `String` or `PathBuf` that grows is a `realloc`,
+    /// which takes the malloc arena's lock (see `poll_set`).
     fn path(&self, n: u64) -> PathBuf {
-        self.dir.join(format!("exec-{}-{n}.log", self.tag))
+        use std::fmt::Write;
+        let mut name = String::with_capacity(self.tag.len() + 30);
+        let _ = write!(name, "exec-{}-{n}.log", self.tag);
+        let mut path = PathBuf::with_capacity(self.dir.as_os_str().len() + 1 + name.len());
+        path.push(&self.dir);
+        path.push(name);
+        path
     }
 
     /// The journal of execution `n`: the one made ahead, else made now.

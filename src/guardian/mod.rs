@@ -14,6 +14,7 @@ pub mod exec;
 pub mod facts;
 pub mod harvest;
 pub mod journals;
+mod poll_set;
 pub mod prompt;
 pub mod prompt_watch;
 pub mod reaper;

@@ -282,8 +282,8 @@ impl Session {
         self.journals.chore(self.next_exec + 1);
     }
 
-    pub fn masters(&self) -> Vec<(Option<String>, RawFd)> {
-        let mut v = Vec::new();
+    /// The PTY masters to poll (`None` is the shell, else a background id), into `v`.
+    pub fn masters_into(&self, v: &mut Vec<(Option<String>, RawFd)>) {
         if self.shell.alive {
             v.push((None, self.shell.master.as_raw_fd()));
         }
@@ -292,7 +292,6 @@ impl Session {
                 v.push((Some(id.clone()), m.as_raw_fd()));
             }
         }
-        v
     }
 
     pub fn close_bg_master(&mut self, id: &str) {
@@ -310,7 +309,8 @@ impl Session {
         self.clocks.last_command_ms = Some(unix_ms());
         self.clocks.ever_ran_command = true;
         self.touch();
-        let mut exec = Execution::new(format!("{}-{n}", self.tag), command.into(), Some(journal));
+        let id = super::exec::execution_id(&self.tag, n);
+        let mut exec = Execution::new(id, command.into(), Some(journal));
         let (cwd, started_ms) = (self.cwd.clone(), exec.started_ms);
         let command = command.into();
         exec.admission = scope.map(|scope| Admission {

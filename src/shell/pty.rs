@@ -241,7 +241,6 @@ pub fn write_all(fd: RawFd, mut data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Send `sig` to the process group led by `pid` (the shell or a background job).
 /// A `poll` entry asking whether `fd` is readable.
 pub fn poll_in(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
@@ -251,6 +250,7 @@ pub fn poll_in(fd: RawFd) -> libc::pollfd {
     }
 }
 
+/// Send `sig` to the process group led by `pid` (the shell or a background job).
 pub fn signal_group(pid: i32, sig: i32) {
     unsafe {
         libc::kill(-pid, sig);
