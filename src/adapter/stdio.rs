@@ -138,6 +138,10 @@ where
         .name("stdin-reader".into())
         .spawn(move || {
             read(&other);
+            // Let go of the shared state before saying so: the serving thread unwraps it
+            // next, and only then shuts the lanes and drops the handler (whose runtime ends
+            // the embedded sessions) before the process exits.
+            drop(other);
             drop(done_tx);
         })?;
     read(&shared);

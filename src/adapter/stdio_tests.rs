@@ -293,3 +293,36 @@ fn oversized_and_garbage_lines_get_errors_and_later_lines_survive() {
     assert_eq!(h.next()["id"], 5);
     h.finish();
 }
+
+/// A handler that only answers; the test keeps a `Weak` to it.
+struct Quiet;
+
+impl Handler for Quiet {
+    fn handle(&self, req: Request) -> Response {
+        Response::ok(req.id, json!({}))
+    }
+    fn on_notification(&self, _: &Notification) {}
+}
+
+/// Regression: the stdin reader signalled "done" before it let go of the shared state, so
+/// the serving thread sometimes found it still shared, skipped the orderly shutdown and
+/// returned while the handler (and, in the adapter, the embedded runtime whose drop ends
+/// the sessions) was dropped later on the reader thread, racing the process's exit. The
+/// embedded guardians were then never told to shut down, and their shells' detached
+/// children lived on (`shell_hostile::adapter_exit_ends_embedded_detached_children`, about
+/// 1 run in 12 under load). A clean EOF must end with the handler dropped before `serve`
+/// returns, every time.
+#[test]
+fn the_handler_is_dropped_before_serve_returns_at_eof() {
+    for round in 0..1_000 {
+        let handler: Arc<dyn Handler> = Arc::new(Quiet);
+        let weak = Arc::downgrade(&handler);
+        let input = io::BufReader::new(io::Cursor::new(Vec::<u8>::new()));
+        let limits = Limits {
+            workers: 1,
+            max_message_bytes: 1024,
+        };
+        serve(input, io::sink(), limits, handler).unwrap();
+        assert!(weak.upgrade().is_none(), "round {round}: still held");
+    }
+}
