@@ -31,7 +31,7 @@ fn a_task_outlives_an_adapter_restart() {
         r["result"]["structuredContent"]["errorCode"], "command_already_running",
         "{r}"
     );
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    a.kill9();
     let mut b = restart_adapter(&a, "daemon");
     // The new adapter knows the task from the state store and follows the command.
     let now = modern(&mut b, "tasks/get", json!({"taskId": id}), true)["result"].clone();
@@ -56,7 +56,7 @@ fn a_task_outlives_an_adapter_restart() {
         "{all}"
     );
     // And a third adapter reads the finished task back as it was.
-    unsafe { nix::libc::kill(b.pid() as i32, nix::libc::SIGKILL) };
+    b.kill9();
     let mut c = restart_adapter(&a, "daemon");
     let again = modern(&mut c, "tasks/get", json!({"taskId": id}), true)["result"].clone();
     assert_eq!(again["status"], "completed", "{again}");
@@ -72,7 +72,7 @@ fn a_task_whose_shell_died_with_the_adapter_reports_an_unknown_outcome() {
     let args = bash_args(&first, &cmd, json!({"wait_policy": "until_complete"}));
     let r = bash_call(&mut a, args, true);
     let modern_id = r["result"]["taskId"].as_str().unwrap().to_string();
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    a.kill9();
     // Embedded shells end with their adapter: nothing is left to follow.
     let mut b = restart_adapter(&a, "embedded");
     let done = until_terminal(&mut b, &modern_id);
@@ -105,7 +105,7 @@ fn a_handshake_task_outlives_an_adapter_restart() {
     );
     let id = r["result"]["task"]["taskId"].as_str().unwrap().to_string();
     // Killed right after answering: the command was already recorded with the task.
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    a.kill9();
     let mut b = restart_adapter(&a, "daemon");
     gate.open("after");
     let res = b.request("tasks/result", json!({"taskId": id}));
