@@ -41,6 +41,9 @@ pub fn init_logging_as(level: log::LevelFilter, json: bool) {
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: Request) -> Response;
     fn on_notification(&self, n: &Notification);
+    /// The transport is about to return and the process to exit: end what must not
+    /// outlive it (the embedded runtime's sessions). Requests may still be running.
+    fn before_exit(&self) {}
 }
 
 /// The stdio handler: one local principal with the configured tool policy, and the one
@@ -89,5 +92,9 @@ impl Handler for LocalHandler {
 
     fn on_notification(&self, n: &Notification) {
         self.server.on_notification(n);
+    }
+
+    fn before_exit(&self) {
+        self.server.end_embedded_sessions();
     }
 }

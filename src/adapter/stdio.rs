@@ -158,9 +158,15 @@ where
         Ok(s) => {
             let lanes_done = s.lanes.shutdown(grace);
             s.progress.stop();
+            s.handler.before_exit();
             lanes_done
         }
-        Err(_) => false,
+        // A reader still runs a request past the grace: the sessions end under it anyway,
+        // since the process exits next.
+        Err(s) => {
+            s.handler.before_exit();
+            false
+        }
     };
     if !(reader_done && finished) {
         log::warn!("shutdown grace expired with requests still running; exiting without them");

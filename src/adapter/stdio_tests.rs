@@ -294,14 +294,17 @@ fn oversized_and_garbage_lines_get_errors_and_later_lines_survive() {
     h.finish();
 }
 
-/// A handler that only answers; the test keeps a `Weak` to it.
-struct Quiet;
+/// A handler that only answers and counts `before_exit`; the test keeps a `Weak` to it.
+struct Quiet(Arc<AtomicUsize>);
 
 impl Handler for Quiet {
     fn handle(&self, req: Request) -> Response {
         Response::ok(req.id, json!({}))
     }
     fn on_notification(&self, _: &Notification) {}
+    fn before_exit(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Regression: the stdin reader signalled "done" before it let go of the shared state, so
@@ -311,11 +314,13 @@ impl Handler for Quiet {
 /// embedded guardians were then never told to shut down, and their shells' detached
 /// children lived on (`shell_hostile::adapter_exit_ends_embedded_detached_children`, about
 /// 1 run in 12 under load). A clean EOF must end with the handler dropped before `serve`
-/// returns, every time.
+/// returns, every time, and the handler told once that the process exits (the adapter
+/// ends its embedded sessions then, whoever still holds it).
 #[test]
 fn the_handler_is_dropped_before_serve_returns_at_eof() {
     for round in 0..1_000 {
-        let handler: Arc<dyn Handler> = Arc::new(Quiet);
+        let exits = Arc::new(AtomicUsize::new(0));
+        let handler: Arc<dyn Handler> = Arc::new(Quiet(exits.clone()));
         let weak = Arc::downgrade(&handler);
         let input = io::BufReader::new(io::Cursor::new(Vec::<u8>::new()));
         let limits = Limits {
@@ -324,5 +329,6 @@ fn the_handler_is_dropped_before_serve_returns_at_eof() {
         };
         serve(input, io::sink(), limits, handler).unwrap();
         assert!(weak.upgrade().is_none(), "round {round}: still held");
+        assert_eq!(exits.load(Ordering::SeqCst), 1, "round {round}");
     }
 }

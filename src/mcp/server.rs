@@ -89,6 +89,12 @@ impl Server {
         &self.usage
     }
 
+    /// End the embedded runtime's sessions: what a server does before its process exits
+    /// (`Runtime::end_embedded_sessions`).
+    pub fn end_embedded_sessions(&self) {
+        self.shared.runtime.end_embedded_sessions();
+    }
+
     pub fn sessions(&self) -> &SessionService {
         &self.shared.sessions
     }

@@ -340,16 +340,26 @@ impl Runtime {
     }
 }
 
-impl Drop for Runtime {
-    /// Embedded sessions last as long as the process: end their shells with it, and wait
-    /// for each guardian thread to finish its shutdown (SIGTERM, grace, SIGKILL of what is
-    /// left, detached children included) before the process exits under it.
-    fn drop(&mut self) {
-        if self.cfg.kind == RuntimeKind::Embedded {
-            for client in self.guardians.lock().values() {
-                let _ = client.shutdown_and_wait(SHUTDOWN_LINGER);
-            }
+impl Runtime {
+    /// Embedded sessions last as long as the process: end their shells, and wait for each
+    /// guardian thread to finish its shutdown (SIGTERM, grace, SIGKILL of what is left,
+    /// detached children included). A server calls this before it exits, whoever still
+    /// holds the runtime; `Drop` calls it too. Sessions already ended are not ended again;
+    /// the daemon runtime's sessions outlive the process by design and are left alone.
+    pub fn end_embedded_sessions(&self) {
+        if self.cfg.kind != RuntimeKind::Embedded {
+            return;
         }
+        let clients: Vec<GuardianClient> = self.guardians.lock().drain().map(|(_, c)| c).collect();
+        for client in clients {
+            let _ = client.shutdown_and_wait(SHUTDOWN_LINGER);
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.end_embedded_sessions();
     }
 }
 

@@ -111,6 +111,9 @@ pub fn serve(
         shared.answering.active()
     );
     drain(&shared, &signals);
+    // Connection threads may still hold `shared`, so the runtime is not dropped before the
+    // process exits: its embedded sessions are ended here.
+    shared.server.end_embedded_sessions();
     Ok(())
 }
 
