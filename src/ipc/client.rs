@@ -20,6 +20,13 @@ const POOL_MAX: usize = 4;
 /// no growth by `realloc`, which takes the malloc arena's lock.
 const REQUEST_CAPACITY: usize = 1024;
 
+/// `req` as one frame, written into `REQUEST_CAPACITY` bytes of room.
+fn request_frame(req: &Request) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(REQUEST_CAPACITY);
+    encode_frame(&mut out, req)?;
+    Ok(out)
+}
+
 /// Slack added to a request's own wait before the client gives up on the guardian. The
 /// guardian enforces the wait itself; this only bounds a guardian that stopped answering.
 const ANSWER_SLACK: Duration = Duration::from_secs(10);
@@ -201,8 +208,7 @@ impl GuardianClient {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
         let unsent = |error| SendError { error, sent: false };
         let sent = |error| SendError { error, sent: true };
-        let mut out = Vec::with_capacity(REQUEST_CAPACITY);
-        encode_frame(&mut out, req).map_err(|e| unsent(gone(e)))?;
+        let out = request_frame(req).map_err(|e| unsent(gone(e)))?;
         let mut c = match self.reuse(&out) {
             Some(c) => c,
             None => {
@@ -264,8 +270,7 @@ impl GuardianClient {
 
     fn exchange(&self, req: &Request, wait: Duration) -> Result<(Response, Conn), ClientError> {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
-        let mut out = Vec::with_capacity(REQUEST_CAPACITY);
-        encode_frame(&mut out, req).map_err(gone)?;
+        let out = request_frame(req).map_err(gone)?;
         let mut c = match self.reuse(&out) {
             Some(c) => c,
             None => {

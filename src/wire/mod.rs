@@ -47,27 +47,21 @@ pub fn encode_frame<T: Serialize>(buf: &mut Vec<u8>, msg: &T) -> io::Result<()> 
     let start = buf.len();
     buf.extend_from_slice(&[0; 4]);
     let written = serde_json::to_writer(&mut *buf, msg).map_err(io::Error::other);
-    let len = buf.len() - start - 4;
-    let checked = written.and_then(|()| {
+    let framed = written.and_then(|()| {
+        let len = buf.len() - start - 4;
         if len > MAX_FRAME_BYTES {
-            Err(io::Error::new(
+            return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "frame too large",
-            ))
-        } else {
-            Ok(())
+            ));
         }
+        buf[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+        Ok(())
     });
-    match checked {
-        Ok(()) => {
-            buf[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
-            Ok(())
-        }
-        Err(e) => {
-            buf.truncate(start);
-            Err(e)
-        }
+    if framed.is_err() {
+        buf.truncate(start);
     }
+    framed
 }
 
 pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R) -> io::Result<T> {
