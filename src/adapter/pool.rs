@@ -1,7 +1,7 @@
 //! A bounded worker pool fed by a crossbeam channel. Shared by every transport.
 //!
 //! At most `workers` jobs run at once, counted by `Slots`: a worker takes a slot before it
-//! runs a job, and `run_here` runs a job on the caller's thread when a slot is free (the
+//! runs a job, and a slot taken with `try_reserve` runs a job on the caller's thread (the
 //! stdio reader does, to spare the request a hand-off to another thread).
 
 use crate::deadline::Deadline;
@@ -88,14 +88,12 @@ impl Pool {
         })
     }
 
-    /// Run `job` on this thread if fewer than `workers` jobs are running; otherwise hand
-    /// it back, to be queued.
-    pub fn run_here(&self, job: Job) -> Result<(), Job> {
-        if !self.slots.try_take() {
-            return Err(job);
-        }
-        self.slots.run(job);
-        Ok(())
+    /// A slot for a job the caller will run on its own thread, if fewer than `workers`
+    /// jobs are running; dropped unused, it is given back.
+    pub fn try_reserve(&self) -> Option<Reserved> {
+        self.slots.try_take().then(|| Reserved {
+            slots: Some(self.slots.clone()),
+        })
     }
 
     /// Queue a job, waiting while the queue is full (backpressure on the reader).
@@ -130,6 +128,28 @@ impl Pool {
             );
         }
         finished
+    }
+}
+
+/// A slot of a pool, taken for a job run on the caller's thread.
+pub struct Reserved {
+    slots: Option<Arc<Slots>>,
+}
+
+impl Reserved {
+    /// Run `job` here, in this slot, giving the slot back however the job ends.
+    pub fn run(mut self, job: Job) {
+        if let Some(slots) = self.slots.take() {
+            slots.run(job);
+        }
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if let Some(slots) = self.slots.take() {
+            slots.give();
+        }
     }
 }
 
@@ -174,22 +194,33 @@ mod tests {
                 release_rx.recv().unwrap();
             })
         };
-        // The one slot is free: the job runs on a thread of ours, as `run_here` would.
+        // The one slot is free: the job runs on a thread of ours, as the stdio reader's do.
         let pool = Arc::new(pool);
-        let p = pool.clone();
-        let here = thread::spawn(move || p.run_here(blocker).is_ok());
+        let slot = pool.try_reserve().expect("the one slot is free");
+        let here = thread::spawn(move || slot.run(blocker));
         assert_eq!(started.recv().unwrap(), "here");
-        // Now no slot is free: `run_here` hands the job back, and a queued job waits.
-        let refused = pool.run_here(Box::new(|| {}));
-        assert!(refused.is_err());
+        // Now no slot is free: none is reserved, and a queued job waits.
+        assert!(pool.try_reserve().is_none());
         pool.submit(Box::new(move || started_tx.send("queued").unwrap()))
             .ok()
             .unwrap();
         assert!(started.recv_timeout(Duration::from_millis(50)).is_err());
         release.send(()).unwrap();
-        assert!(here.join().unwrap());
+        here.join().unwrap();
         assert_eq!(started.recv().unwrap(), "queued");
         let pool = Arc::into_inner(pool).unwrap();
+        assert!(pool.shutdown(Deadline::after("test grace", Duration::from_secs(5))));
+    }
+
+    #[test]
+    fn a_reserved_slot_left_unused_is_given_back() {
+        let pool = Pool::new("t", 1, 1).unwrap();
+        let slot = pool.try_reserve().expect("the one slot is free");
+        assert!(pool.try_reserve().is_none());
+        drop(slot);
+        let again = pool.try_reserve().expect("given back");
+        again.run(Box::new(|| {}));
+        assert!(pool.try_reserve().is_some());
         assert!(pool.shutdown(Deadline::after("test grace", Duration::from_secs(5))));
     }
 

@@ -97,8 +97,9 @@ struct Shared<R> {
     /// `read`, and `parking_lot` would first spin and `sched_yield` a dozen times per turn
     /// (5 % of the adapter's CPU in an `echo` loop); `std` spins briefly, then sleeps.
     reader: std::sync::Mutex<LineReader<R>>,
-    /// Readers waiting for (or about to take) `reader`.
-    idle: AtomicUsize,
+    /// Readers waiting for (or about to take) `reader`, counting a reader that ran a
+    /// request itself from the moment its answer is ready to be written (see `Rejoin`).
+    idle: Arc<AtomicUsize>,
     /// stdin ended or failed: every reader returns.
     ended: AtomicBool,
     max_message_bytes: usize,
@@ -123,7 +124,7 @@ where
     let out = writer::Output::new(output);
     let shared = Arc::new(Shared {
         reader: std::sync::Mutex::new(LineReader::new(input, limits.max_message_bytes)),
-        idle: AtomicUsize::new(0),
+        idle: Arc::new(AtomicUsize::new(0)),
         ended: AtomicBool::new(false),
         max_message_bytes: limits.max_message_bytes,
         lanes: Lanes::new(limits.workers)?,
@@ -176,8 +177,12 @@ where
 
 /// One reader's turns on stdin until it ends.
 fn read<R: BufRead>(s: &Shared<R>) {
+    // Whether this reader's last request already counted it back among the idle ones.
+    let mut rejoined = false;
     loop {
-        s.idle.fetch_add(1, Ordering::SeqCst);
+        if !std::mem::take(&mut rejoined) {
+            s.idle.fetch_add(1, Ordering::SeqCst);
+        }
         // A reader that panicked while holding stdin left it consistent (a line is taken
         // whole or not at all), so a poisoned lock is used as it is.
         let mut reader = s.reader.lock().unwrap_or_else(|e| e.into_inner());
@@ -211,16 +216,23 @@ fn read<R: BufRead>(s: &Shared<R>) {
         match parse_message(&bytes) {
             Incoming::Request(req) => {
                 let pool = s.lanes.pool(&req);
-                let Some(job) = prepare(s, req) else { continue };
-                if s.idle.load(Ordering::SeqCst) == 0 {
-                    // Nobody would read while we run it: queue it (stdin stays ours).
-                    submit(pool, job);
+                // Run here only if the other reader will read meanwhile and the lane has a
+                // free slot; otherwise queue it (stdin stays ours).
+                let slot = match s.idle.load(Ordering::SeqCst) {
+                    0 => None,
+                    _ => pool.try_reserve(),
+                };
+                let Some(job) = prepare(s, req, slot.is_some()) else {
                     continue;
-                }
-                // The waiting reader takes stdin over before we run the request.
-                drop(reader);
-                if let Err(job) = pool.run_here(job) {
-                    submit(pool, job);
+                };
+                match slot {
+                    None => submit(pool, job),
+                    Some(slot) => {
+                        // The waiting reader takes stdin over before we run the request.
+                        drop(reader);
+                        slot.run(job);
+                        rejoined = true;
+                    }
                 }
             }
             Incoming::Notification(n) if n.method == "notifications/cancelled" => {
@@ -252,9 +264,26 @@ fn cancel(in_flight: &InFlight, id: Option<&Value>) {
     }
 }
 
+/// Counts the reader running a request back among the idle ones when dropped: just
+/// before the answer is written (or however the job ends). Its client may send the next
+/// request the moment the answer arrives, and the other reader, holding stdin, must then
+/// not find both readers busy and queue that request for a pool thread (one more hand-off
+/// and wake-up; it happened to every other request of a sequential client). A reader
+/// blocked writing its answer on a full stdout leaves stdin unread meanwhile; every other
+/// answer waits for that write too.
+struct Rejoin(Option<Arc<AtomicUsize>>);
+
+impl Drop for Rejoin {
+    fn drop(&mut self) {
+        if let Some(idle) = self.0.take() {
+            idle.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// Register `req` as in flight and make the job that answers it; `None` when its id is
-/// already in flight (refused here).
-fn prepare<R>(s: &Shared<R>, req: Request) -> Option<super::pool::Job> {
+/// already in flight (refused here). `by_reader`: a reader runs the job itself.
+fn prepare<R>(s: &Shared<R>, req: Request, by_reader: bool) -> Option<super::pool::Job> {
     let (in_flight, progress, out, handler) = (&s.in_flight, &s.progress, &s.out, &s.handler);
     let cancelled = Arc::new(AtomicBool::new(false));
     {
@@ -278,36 +307,42 @@ fn prepare<R>(s: &Shared<R>, req: Request) -> Option<super::pool::Job> {
         .cloned();
     let (in_flight, out, handler) = (in_flight.clone(), out.clone(), handler.clone());
     let progress = progress.clone();
+    let rejoin = Rejoin(by_reader.then(|| s.idle.clone()));
     Some(Box::new(move || {
         let id = req.id.clone();
-        if let Some(token) = token {
-            progress.watch(id.clone(), token);
-        }
+        let method = req.method.clone();
+        let clock = Stopwatch::start();
         // A request cancelled while queued is dropped without an answer (MCP cancellation).
-        if !cancelled.load(Ordering::SeqCst) {
-            let method = req.method.clone();
-            let clock = Stopwatch::start();
-            let resp =
-                catch_unwind(AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
-                    Response::err(
-                        Some(id.clone()),
-                        RpcError::new(
-                            ErrorCode::InternalError,
-                            "internal error: the handler panicked",
-                        ),
-                    )
-                });
-            // No progress notification may follow the answer.
-            progress.forget(&id);
-            if cancelled.load(Ordering::SeqCst) {
+        let answer = (!cancelled.load(Ordering::SeqCst)).then(|| {
+            if let Some(token) = token {
+                progress.watch(id.clone(), token);
+            }
+            catch_unwind(AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
+                Response::err(
+                    Some(id.clone()),
+                    RpcError::new(
+                        ErrorCode::InternalError,
+                        "internal error: the handler panicked",
+                    ),
+                )
+            })
+        });
+        // No progress notification may follow the answer, and the id is free again before
+        // the answer can arrive: a client may reuse it at once. A cancellation that comes
+        // later finds nothing; the answer is already on its way.
+        progress.forget(&id);
+        in_flight.lock().remove(&id);
+        drop(rejoin);
+        match answer {
+            Some(_) if cancelled.load(Ordering::SeqCst) => {
                 log::debug!("{method} id={id} cancelled; answer discarded");
-            } else {
+            }
+            Some(resp) => {
                 send(&out, &resp);
                 log::debug!("{method} id={id} answered in {:?}", clock.elapsed());
             }
+            None => {}
         }
-        progress.forget(&id);
-        in_flight.lock().remove(&id);
     }))
 }
 

@@ -185,6 +185,15 @@ fn a_reader_runs_a_request_itself_while_the_other_reads() {
         threads.len() < 20,
         "every request went to a pool: {threads:?}"
     );
+    // From then on a sequential client's requests all run on the readers: the reader that
+    // answered counts as free before its answer leaves, so the next request does not find
+    // both readers busy (it used to go to a pool thread now and then).
+    for id in 20..2020 {
+        h.req(id, "whoami");
+        let r = h.next();
+        let thread = r["result"]["thread"].as_str().unwrap();
+        assert!(!thread.starts_with("mcp-"), "request {id} ran on {thread}");
+    }
     // Still, a request that blocks on a reader leaves stdin to the other: a ping passes.
     h.req(100, "block");
     h.wait_started();
@@ -256,6 +265,18 @@ fn duplicate_in_flight_id_is_refused() {
     h.gate.send(()).unwrap();
     assert_eq!(h.next()["result"]["blocked"], true);
     h.finish();
+}
+
+/// An id is free again before its answer can arrive: a client may reuse it at once.
+#[test]
+fn an_id_may_be_reused_as_soon_as_its_answer_arrives() {
+    let h = Harness::new(2);
+    for round in 0..5000 {
+        h.req(1, "ping");
+        let r = h.next();
+        assert!(r.get("error").is_none(), "round {round}: {r}");
+    }
+    assert!(h.finish().is_empty());
 }
 
 #[test]
