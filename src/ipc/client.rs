@@ -3,6 +3,7 @@
 //! pool, so the next call skips connect, hello and accept (two of them per `BashCommand`:
 //! the snapshot and the action). Clones of a client share its pool.
 
+use crate::deadline::Deadline;
 use crate::wire::guardian::{Facts, PROTOCOL, Request, Response, Wait};
 use crate::wire::{Hello, encode_frame, read_frame};
 use parking_lot::Mutex;
@@ -115,6 +116,39 @@ impl Conn {
             self.read_timeout = t;
         }
         Ok(())
+    }
+
+    /// Wait up to `limit` for the answer's first bytes, in `poll` for `POLLIN` rather than
+    /// in a blocking read. A reader blocked in `recv` on a Unix stream socket is also woken
+    /// when the guardian reads our request (the kernel signals the freed send space on the
+    /// same wait queue, and `recv` does not filter by event), so about one call in three
+    /// paid a spurious wake-up and two task switches while the guardian was starting the
+    /// command (`perf sched`); `poll` sleeps through it. A failed `poll` leaves the
+    /// verdict to the read that follows (which has the same timeout on the socket).
+    fn await_answer(&self, limit: Duration) -> std::io::Result<()> {
+        if !self.reader.buffer().is_empty() {
+            return Ok(());
+        }
+        let deadline = Deadline::after("guardian answer", limit);
+        let fd = self.reader.get_ref().as_raw_fd();
+        loop {
+            let left = deadline.remaining().unwrap_or(Duration::ZERO);
+            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            let mut pfd = nix::libc::pollfd {
+                fd,
+                events: nix::libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd on the stack for an open socket.
+            let n = unsafe { nix::libc::poll(&mut pfd, 1, ms) };
+            if n == 0 {
+                let e = format!("no answer from the guardian within {limit:?}");
+                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, e));
+            }
+            if n > 0 || nix::Error::last() != nix::Error::EINTR {
+                return Ok(());
+            }
+        }
     }
 
     /// An idle connection is usable when nothing is waiting on it: the guardian has not
@@ -238,6 +272,8 @@ impl GuardianClient {
         };
         c.set_read_timeout(wait + ANSWER_SLACK)
             .map_err(|e| sent(gone(e)))?;
+        c.await_answer(wait + ANSWER_SLACK)
+            .map_err(|e| sent(gone(e)))?;
         let resp = read_frame(&mut c.reader).map_err(|e| sent(gone(e)))?;
         self.release(c);
         Ok(resp)
@@ -293,6 +329,7 @@ impl GuardianClient {
             }
         };
         c.set_read_timeout(wait + ANSWER_SLACK).map_err(gone)?;
+        c.await_answer(wait + ANSWER_SLACK).map_err(gone)?;
         let resp = read_frame(&mut c.reader).map_err(gone)?;
         Ok((resp, c))
     }
@@ -345,6 +382,83 @@ mod tests {
             encode_frame(&mut out, &Response::Done).unwrap();
             s.write_all(&out).unwrap();
         }
+    }
+
+    /// Thread `tid` of this process: its scheduler state letter and voluntary switches.
+    fn thread_state(tid: i32) -> (char, u64) {
+        let task = format!("/proc/self/task/{tid}");
+        let stat = std::fs::read_to_string(format!("{task}/stat")).unwrap();
+        let state = stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap();
+        let status = std::fs::read_to_string(format!("{task}/status")).unwrap();
+        let switches = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        (state, switches)
+    }
+
+    /// Spin (yielding) until thread `tid` sleeps.
+    fn until_asleep(tid: i32) {
+        let deadline = Deadline::after("thread asleep", ANSWER_SLACK);
+        while thread_state(tid).0 != 'S' {
+            assert!(!deadline.expired(), "thread {tid} never slept");
+            std::thread::yield_now();
+        }
+    }
+
+    /// The guardian reading a request must not wake the caller waiting for the answer
+    /// (it did when the caller slept in `recv`: the freed send space is signalled on the
+    /// same wait queue). One sleep per call, not two.
+    #[test]
+    fn a_caller_is_not_woken_when_the_guardian_reads_its_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("g.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let (tid_tx, tid_rx) = crossbeam_channel::unbounded::<i32>();
+        let guardian = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(s.try_clone().unwrap());
+            let mut out = Vec::new();
+            let _: Hello = read_frame(&mut reader).unwrap();
+            encode_frame(&mut out, &Hello::new(PROTOCOL, "guardian")).unwrap();
+            for _ in 0..20 {
+                let tid = tid_rx.recv().unwrap();
+                // The caller has written its request and waits: only then is it read.
+                if reader.buffer().is_empty() {
+                    let mut byte = [0u8; 1];
+                    let peek = nix::sys::socket::MsgFlags::MSG_PEEK;
+                    nix::sys::socket::recv(s.as_raw_fd(), &mut byte, peek).unwrap();
+                }
+                until_asleep(tid);
+                let _: Request = read_frame(&mut reader).unwrap();
+                // A wake-up, if any, happened inside that read; let it run its course.
+                until_asleep(tid);
+                encode_frame(&mut out, &Response::Done).unwrap();
+                s.write_all(&out).unwrap();
+                out.clear();
+            }
+        });
+        let client = GuardianClient::new(&socket);
+        let tid = nix::unistd::gettid().as_raw();
+        // The first call opens the connection; then each call writes one request.
+        tid_tx.send(tid).unwrap();
+        assert!(matches!(
+            client.call(&Request::Snapshot, Duration::ZERO),
+            Ok(Response::Done)
+        ));
+        let mut extra = 0;
+        for _ in 0..19 {
+            tid_tx.send(tid).unwrap();
+            let before = thread_state(tid).1;
+            let r = client.call(&Request::Snapshot, Duration::ZERO);
+            assert!(matches!(r, Ok(Response::Done)), "{r:?}");
+            extra += thread_state(tid).1 - before - 1;
+        }
+        guardian.join().unwrap();
+        assert_eq!(extra, 0, "the caller slept more than once per call");
     }
 
     #[test]
