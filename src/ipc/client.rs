@@ -133,7 +133,8 @@ impl Conn {
         let fd = self.reader.get_ref().as_raw_fd();
         loop {
             let left = deadline.remaining().unwrap_or(Duration::ZERO);
-            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            // Rounded up: a wait never ends before its limit.
+            let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
             let mut pfd = nix::libc::pollfd {
                 fd,
                 events: nix::libc::POLLIN,
