@@ -153,9 +153,74 @@ impl Response {
         }
     }
 
-    /// Serialised form, without a trailing newline.
+    /// Serialised form, without a trailing newline: the bytes of `to_value`, written from
+    /// the borrowed parts. `to_value` copies the whole result tree first (`json!`
+    /// serialises each argument into a new value), a copy of every answer.
     pub fn to_bytes(&self) -> Vec<u8> {
-        // Serialising a Value built from valid parts cannot fail.
-        serde_json::to_vec(&self.to_value()).unwrap_or_default()
+        // Serialising valid parts into a Vec cannot fail.
+        serde_json::to_vec(&Wire(self)).unwrap_or_default()
+    }
+}
+
+/// A `Response` as its JSON object, keys in `Value`'s (sorted) order.
+struct Wire<'a>(&'a Response);
+
+impl serde::Serialize for Wire<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let id = self.0.id.as_ref().map_or(Value::Null, Id::to_value);
+        let mut m = s.serialize_map(Some(3))?;
+        match &self.0.outcome {
+            Ok(result) => {
+                m.serialize_entry("id", &id)?;
+                m.serialize_entry("jsonrpc", "2.0")?;
+                m.serialize_entry("result", result)?;
+            }
+            Err(e) => {
+                m.serialize_entry("error", &e.to_json())?;
+                m.serialize_entry("id", &id)?;
+                m.serialize_entry("jsonrpc", "2.0")?;
+            }
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes written are those of `to_value`, whatever the id and the outcome.
+    #[test]
+    fn bytes_are_those_of_the_value() {
+        let result = json!({"content": [{"type": "text", "text": "a \"quoted\"\nline ✓"}],
+            "structuredContent": {"z": 1, "a": [true, null, 2.5], "m": {"y": {}, "b": []}},
+            "isError": false});
+        let error = RpcError::new(ErrorCode::InvalidParams, "bad \u{1} thing");
+        let ids = [
+            Some(Id::Num(7)),
+            Some(Id::Num(-1)),
+            Some(Id::Str("r-1 \"x\"".into())),
+            None,
+        ];
+        for id in ids {
+            let with_data = error.clone().with_data(json!({"k": [1, "two"]}));
+            for outcome in [
+                Ok(result.clone()),
+                Ok(Value::Null),
+                Err(error.clone()),
+                Err(with_data),
+            ] {
+                let r = Response {
+                    id: id.clone(),
+                    outcome,
+                };
+                let expected = serde_json::to_vec(&r.to_value()).unwrap();
+                assert_eq!(
+                    String::from_utf8(r.to_bytes()).unwrap(),
+                    String::from_utf8(expected).unwrap()
+                );
+            }
+        }
     }
 }

@@ -159,11 +159,13 @@ impl ToolOutput {
         for (mime, data) in &self.images {
             content.push(json!({"type": "image", "data": data, "mimeType": mime}));
         }
-        json!({
-            "content": content,
-            "structuredContent": structured,
-            "isError": self.envelope.status.is_error(),
-        })
+        // Built from the parts, not with `json!`, which would copy both trees once more.
+        let mut result = serde_json::Map::new();
+        result.insert("content".into(), Value::Array(content));
+        result.insert("structuredContent".into(), structured);
+        let is_error = self.envelope.status.is_error();
+        result.insert("isError".into(), Value::Bool(is_error));
+        Value::Object(result)
     }
 }
 
