@@ -15,6 +15,7 @@ pub mod edit;
 pub mod files;
 pub mod fsutil;
 pub mod guardian;
+pub mod hex;
 pub mod history;
 pub mod ipc;
 pub mod jsonrpc;

@@ -146,10 +146,7 @@ pub fn map(req: MapRequest, cache: &SymbolCache) -> Result<MapPage, MapError> {
     };
     let walked = walk::walk(req.base, req.root, req.limits, &mut visit).map_err(MapError::Io)?;
     scan_batch(&mut jobs, &mut found, cache, req.threads);
-    let snapshot: String = hash.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let snapshot = crate::hex::lower(&hash.finalize()[..8]);
     let offset = match wanted {
         Some((s, _)) if s != snapshot => return Err(MapError::StaleCursor { current: snapshot }),
         Some((_, o)) => o,

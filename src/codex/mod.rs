@@ -18,5 +18,5 @@ use sha2::{Digest, Sha256};
 /// trailing newline is not part of the message).
 pub fn message_digest(text: &str) -> String {
     let d = Sha256::digest(text.trim().as_bytes());
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&d)
 }

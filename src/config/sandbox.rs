@@ -197,10 +197,7 @@ pub fn runtime_subdir(env: Env) -> Option<String> {
         h.update(part.trim().as_bytes());
         h.update([0]);
     }
-    let hex: String = h.finalize()[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::hex::lower(&h.finalize()[..6]);
     Some(format!("sandbox-{hex}"))
 }
 

@@ -21,7 +21,7 @@ fn writer() -> Option<(u32, u64)> {
 fn temp_path(target: &Path) -> PathBuf {
     let mut rnd = [0u8; 8];
     let _ = getrandom::fill(&mut rnd);
-    let mut tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    let mut tag = crate::hex::lower(&rnd);
     if let Some((pid, started)) = writer() {
         tag = format!("{pid}-{started}-{tag}");
     }

@@ -57,7 +57,7 @@ pub fn write(dir: &Path, intent: &Intent) -> std::io::Result<PathBuf> {
     crate::fsutil::ensure_private_dir(dir)?;
     let mut tag = [0u8; 8];
     let _ = getrandom::fill(&mut tag);
-    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let tag = crate::hex::lower(&tag);
     let path = dir.join(format!("commit-{tag}.json"));
     let body = serde_json::to_vec(intent).map_err(std::io::Error::other)?;
     let mut f = OpenOptions::new()

@@ -54,7 +54,7 @@ impl Drop for Held {
 /// The lock file of `target` (a canonical path) in `dir`.
 pub fn lock_path(dir: &Path, target: &Path) -> PathBuf {
     let digest = Sha256::digest(target.as_os_str().as_encoded_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::hex::lower(&digest);
     dir.join(&hex[..LOCK_NAME_HEX])
 }
 

@@ -28,11 +28,8 @@ fn hex(data: &[&[u8]], n: usize) -> String {
         h.update((d.len() as u64).to_be_bytes());
         h.update(d);
     }
-    h.finalize()
-        .iter()
-        .take(n / 2)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let digest = h.finalize();
+    crate::hex::lower(&digest[..(n / 2).min(digest.len())])
 }
 
 /// One execution's rollout, followed from its start.

@@ -5,6 +5,7 @@
 //! equal the caller's; anything else is `None` (the tool answers `invalid_cursor`), so a
 //! cursor can never read another scope's data. The peer's cursors are unsigned JSON.
 
+use crate::hex::lower as hex;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -163,10 +164,6 @@ fn read_key(path: &Path) -> std::io::Result<Option<Key>> {
         .try_into()
         .map_err(|_| std::io::Error::other("history key file is not 32 bytes"))?;
     Ok(Some(Key(key)))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Lower-case hex only: one encoding per cursor, so no two spellings open alike.

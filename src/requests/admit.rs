@@ -71,7 +71,7 @@ fn digest(parts: &[&[u8]]) -> String {
         h.update((p.len() as u64).to_be_bytes());
         h.update(p);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&h.finalize())
 }
 
 impl Admission {

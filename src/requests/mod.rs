@@ -75,7 +75,7 @@ pub fn new_request_id() -> String {
     let _ = getrandom::fill(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = crate::hex::lower(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &h[..8],

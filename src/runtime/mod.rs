@@ -85,10 +85,7 @@ pub fn session_key(principal: &str, thread_id: &str) -> String {
     h.update(principal.as_bytes());
     h.update([0u8]);
     h.update(thread_id.as_bytes());
-    h.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower(&h.finalize()[..8])
 }
 
 impl Runtime {

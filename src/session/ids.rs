@@ -43,7 +43,7 @@ pub fn workspace_thread_id(principal: &str, workspace: &Path) -> String {
     h.update([0u8]);
     h.update(workspace.as_os_str().as_encoded_bytes());
     let digest = h.finalize();
-    let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::hex::lower(&digest[..6]);
     format!("ws_{}_{hex}", label(workspace))
 }
 
@@ -60,7 +60,7 @@ pub fn conversation_thread_id(principal: &str, identity: &str, workspace: &Path)
         h.update([0u8]);
     }
     let digest = h.finalize();
-    let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::hex::lower(&digest[..6]);
     format!("cv_{}_{hex}", label(workspace))
 }
 

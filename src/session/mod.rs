@@ -219,10 +219,9 @@ impl SessionService {
             Affinity::Thread => supplied.unwrap_or_else(|| {
                 let mut b = [0u8; 8];
                 let _ = getrandom::fill(&mut b);
-                format!(
-                    "th_{}",
-                    b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-                )
+                let mut id = String::from("th_");
+                crate::hex::push_lower(&mut id, &b);
+                id
             }),
         }
     }

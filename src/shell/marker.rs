@@ -108,7 +108,7 @@ pub fn new_nonce() -> String {
         let t = crate::deadline::unix_ms() as u128 ^ ((std::process::id() as u128) << 64);
         b = t.to_le_bytes();
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::hex::lower(&b)
 }
 
 /// The shell function installed as `precmd` (zsh).

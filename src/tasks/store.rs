@@ -398,8 +398,9 @@ fn new_task_id() -> String {
         b[..8].copy_from_slice(&(unix_ms() as u64).to_be_bytes());
         b[8..].copy_from_slice(&n.to_be_bytes());
     }
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("task_{hex}")
+    let mut id = String::from("task_");
+    crate::hex::push_lower(&mut id, &b);
+    id
 }
 
 /// How long `tasks/result` blocks before answering that the task is still working.

@@ -141,10 +141,7 @@ pub fn audit_visiting(
 }
 
 fn hex8(hash: Sha256) -> String {
-    hash.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower(&hash.finalize()[..8])
 }
 
 /// The generation of an empty directory.

@@ -202,11 +202,7 @@ impl Sink {
         h.update([0]);
         h.update(raw.as_bytes());
         let digest = h.finalize();
-        let mut out = String::with_capacity(HASH_HEX);
-        for b in &digest[..HASH_HEX / 2] {
-            out.push_str(&format!("{b:02x}"));
-        }
-        Some(out)
+        Some(crate::hex::lower(&digest[..HASH_HEX / 2]))
     }
 }
 
@@ -216,7 +212,7 @@ fn random_hex(bytes: usize) -> String {
         // Only uniqueness across processes suffers; the pid still separates them.
         raw = std::process::id().to_be_bytes()[..bytes.min(4)].to_vec();
     }
-    raw.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&raw)
 }
 
 /// The per-install salt: read from `path`, or created there (0600, exclusively, never

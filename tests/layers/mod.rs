@@ -17,6 +17,7 @@ pub const LAYERS: &[&[&str]] = &[
         "deadline",
         "process",
         "fsutil",
+        "hex",
         "lru",
         "sandbox",
     ],

@@ -50,7 +50,7 @@ impl Sessions {
     pub fn create(&self, principal: &str) -> Result<String, getrandom::Error> {
         let mut raw = [0u8; ID_BYTES];
         getrandom::fill(&mut raw)?;
-        let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let id = crate::hex::lower(&raw);
         let now = self.clock.elapsed();
         let mut map = self.map.lock();
         map.retain(|_, e| now.saturating_sub(e.last_used) < IDLE_TTL);

@@ -77,7 +77,7 @@ fn hex(parts: &[&[u8]]) -> String {
         h.update((p.len() as u64).to_be_bytes());
         h.update(p);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&h.finalize())
 }
 
 /// A target's agent id: from the thread and the host's identity.

@@ -39,17 +39,13 @@ pub const CAPABILITY: &str = "prompt";
 /// (Other processes serialise on the receipt's unique row.)
 static SENDING: Mutex<()> = Mutex::new(());
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn digest(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update(p.as_bytes());
         h.update([0]);
     }
-    hex(&h.finalize())
+    crate::hex::lower(&h.finalize())
 }
 
 /// The guardian's key of a receipt: the principal and prompt id, hashed.

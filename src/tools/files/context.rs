@@ -77,10 +77,7 @@ fn memory_path(ctx: &ToolContext, id: &str) -> Result<PathBuf, ToolError> {
 
 /// The directory of `principal`'s memories.
 fn namespace(state_dir: &Path, principal: &str) -> PathBuf {
-    let ns: String = Sha256::digest(principal.as_bytes())[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let ns = crate::hex::lower(&Sha256::digest(principal.as_bytes())[..8]);
     state_dir.join("tasks").join(ns)
 }
 

@@ -26,7 +26,7 @@ fn call_key(principal: &str, thread_id: &str, tool: &str, args: &Map<String, Val
     }
     // serde_json maps are ordered by key, so equal arguments serialise equally.
     h.update(serde_json::to_vec(args).unwrap_or_default());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&h.finalize())
 }
 
 fn store_err(e: crate::store::StoreError) -> ToolError {
