@@ -66,8 +66,9 @@ pub fn apply(content: &str, patches: &[Patch]) -> Result<String, String> {
         lines.splice(at..at + p.delete_lines, new);
     }
     let mut out = lines.join(nl);
-    // Deleting every line leaves an empty file, not a single blank line.
-    if (ends_with_newline && !lines.is_empty()) || (total == 0 && !out.is_empty()) {
+    // Deleting every line leaves an empty file, not a single blank line; lines inserted
+    // into an empty file end with a newline (even one blank line, whose text is empty).
+    if !lines.is_empty() && (ends_with_newline || total == 0) {
         out.push_str(nl);
     }
     Ok(out)
@@ -83,6 +84,17 @@ mod tests {
             delete_lines: del,
             replacement: rep.into(),
         }
+    }
+
+    /// Found by `fuzz::line_counts_add_up`: one blank line inserted into an empty file was
+    /// lost (the file stayed empty), since the joined text of one empty line is empty.
+    #[test]
+    fn a_blank_line_inserted_into_an_empty_file_is_kept() {
+        assert_eq!(apply("", &[p(1, 0, "\n")]).unwrap(), "\n");
+        assert_eq!(apply("", &[p(1, 0, "\n\n")]).unwrap(), "\n\n");
+        assert_eq!(apply("", &[p(1, 0, "a")]).unwrap(), "a\n");
+        assert_eq!(apply("", &[p(1, 0, "")]).unwrap(), "");
+        assert_eq!(apply("a\n", &[p(1, 1, "")]).unwrap(), "");
     }
 
     #[test]
