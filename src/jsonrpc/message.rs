@@ -145,24 +145,22 @@ impl Response {
         }
     }
 
+    /// The answer as a JSON object (a copy of the result; `to_bytes` writes without one).
     pub fn to_value(&self) -> Value {
-        let id = self.id.as_ref().map_or(Value::Null, Id::to_value);
-        match &self.outcome {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()}),
-        }
+        // Serialising valid parts into a Value cannot fail.
+        serde_json::to_value(Wire(self)).unwrap_or_default()
     }
 
     /// Serialised form, without a trailing newline: the bytes of `to_value`, written from
-    /// the borrowed parts. `to_value` copies the whole result tree first (`json!`
-    /// serialises each argument into a new value), a copy of every answer.
+    /// the borrowed parts, with no copy of the result tree on the way.
     pub fn to_bytes(&self) -> Vec<u8> {
         // Serialising valid parts into a Vec cannot fail.
         serde_json::to_vec(&Wire(self)).unwrap_or_default()
     }
 }
 
-/// A `Response` as its JSON object, keys in `Value`'s (sorted) order.
+/// A `Response` as its JSON object, the one definition of its shape; keys in `Value`'s
+/// (sorted) order, so `to_bytes` and `to_value` agree byte for byte.
 struct Wire<'a>(&'a Response);
 
 impl serde::Serialize for Wire<'_> {

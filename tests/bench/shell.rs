@@ -228,11 +228,17 @@ fn temporary_overhead(sb: &Sandbox) -> Samples {
     Samples::new((0..CALLS).map(|_| once()).collect())
 }
 
-fn raw_pty_round_trips(sb: &Sandbox) -> Samples {
+/// Bash on a raw PTY in the sandbox, past its unmeasured first round trips.
+fn warm_raw_bash(sb: &Sandbox) -> RawBash {
     let mut bash = RawBash::start(&sb.dir.path().join("home"), &sb.workspace);
     for _ in 0..WARMUP_CALLS {
         bash.round_trip();
     }
+    bash
+}
+
+fn raw_pty_round_trips(sb: &Sandbox) -> Samples {
+    let mut bash = warm_raw_bash(sb);
     Samples::new((0..CALLS).map(|_| bash.round_trip()).collect())
 }
 
@@ -261,10 +267,7 @@ fn main() {
     let embedded_adapter = client.rss_mib();
 
     // Then both and the raw PTY, taking turns (see `paired`).
-    let mut raw_bash = RawBash::start(&sb.dir.path().join("home"), &sb.workspace);
-    for _ in 0..WARMUP_CALLS {
-        raw_bash.round_trip();
-    }
+    let mut raw_bash = warm_raw_bash(&sb);
     let [paired_daemon, paired_embedded, paired_raw] = paired(
         (&mut daemon_client, &daemon_call),
         (&mut client, &embedded_call),
