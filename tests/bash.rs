@@ -113,6 +113,8 @@ fn text_is_never_executed_and_bad_actions_are_refused(rt: &str) {
 fn long_output_is_truncated_with_a_marker_and_spilled_in_full(rt: &str) {
     let mut a = spawn(rt);
     let s = a.first_call();
+    // Commands share journal segments: the spilled one starts after this one's bytes.
+    a.bash(&s, json!({"command": "echo before"}));
     let r = a.bash(&s, json!({"command": "seq 1 100000"}));
     let t = text(&r);
     assert!(
@@ -129,6 +131,13 @@ fn long_output_is_truncated_with_a_marker_and_spilled_in_full(rt: &str) {
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(spill).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
+    // The next command's spill holds its own bytes only, not its neighbours'.
+    let r = a.bash(&s, json!({"command": "seq 200001 300000; echo after"}));
+    let spill = data(&r)["spill_path"].as_str().unwrap();
+    let full = std::fs::read_to_string(spill).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    assert_eq!(lines.len(), 100_001);
+    assert_eq!((lines[0], lines[100_000]), ("200001", "after"));
 }
 
 fn running_commands_interrupts_and_eof(rt: &str) {

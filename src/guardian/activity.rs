@@ -48,6 +48,7 @@ pub fn fact(exec: &Execution, bg: Option<&str>) -> ExecFact {
         exit_code: exec.exit_code,
         shell_died: exec.shell_died,
         journal_path: exec.log.journal_path(),
+        journal_offset: exec.log.journal_offset(),
         journal_error: exec.log.journal_error(),
         admission: exec.admission.clone(),
     }

@@ -21,6 +21,8 @@ pub struct OutputLog {
     delivered: u64,
     journal: Option<File>,
     journal_path: Option<PathBuf>,
+    /// Where this execution's bytes start in `journal_path` (a shared segment).
+    journal_offset: u64,
     journal_error: Option<String>,
 }
 
@@ -33,12 +35,14 @@ impl OutputLog {
             delivered: 0,
             journal: None,
             journal_path: None,
+            journal_offset: 0,
             journal_error: None,
         };
         match journal {
-            Some(Ok((path, file))) => {
-                log.journal = Some(file);
-                log.journal_path = Some(path);
+            Some(Ok(j)) => {
+                log.journal = Some(j.file);
+                log.journal_path = Some(j.path);
+                log.journal_offset = j.offset;
             }
             Some(Err(e)) => log.journal_error = Some(e),
             None => {}
@@ -109,6 +113,14 @@ impl OutputLog {
         self.journal_error.clone()
     }
 
+    pub fn journal_failed(&self) -> bool {
+        self.journal_error.is_some()
+    }
+
+    pub fn journal_offset(&self) -> u64 {
+        self.journal_offset
+    }
+
     pub fn journal_path(&self) -> Option<String> {
         self.journal_path
             .as_ref()
@@ -123,6 +135,32 @@ pub fn execution_id(tag: &str, n: u64) -> String {
     let mut id = String::with_capacity(tag.len() + 21);
     let _ = write!(id, "{tag}-{n}");
     id
+}
+
+/// The answer about the foreground when no command ran yet.
+pub fn idle_result(shell_alive: bool, cwd: &str) -> ActionResult {
+    ActionResult {
+        state: CommandState {
+            process_status: if shell_alive {
+                ProcessStatus::Idle
+            } else {
+                ProcessStatus::ShellExited
+            },
+            exit_code: None,
+            cwd: cwd.to_string(),
+            bg_command_id: None,
+            elapsed_ms: 0,
+            execution_id: None,
+        },
+        output: String::new(),
+        offset_start: 0,
+        offset_end: 0,
+        omitted_bytes: 0,
+        journal_path: None,
+        journal_offset: 0,
+        journal_error: None,
+        secrets: Default::default(),
+    }
 }
 
 /// A command's identity, clock, output and outcome.
@@ -199,6 +237,7 @@ impl Execution {
             offset_end,
             omitted_bytes,
             journal_path: self.log.journal_path(),
+            journal_offset: self.log.journal_offset,
             journal_error: self.log.journal_error.clone(),
             secrets: Default::default(),
         }
@@ -229,7 +268,7 @@ mod tests {
     fn delivery_is_incremental_and_gaps_are_counted() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("exec-1.log");
-        let mut log = OutputLog::new(Some(crate::guardian::journals::create(&path)));
+        let mut log = OutputLog::new(Some(crate::guardian::journals::own_file(path.clone())));
         log.append(b"hello ");
         assert_eq!(log.take_undelivered(), ("hello ".into(), 0, 6, 0));
         log.append(b"world");
@@ -255,8 +294,8 @@ mod tests {
 
     #[test]
     fn a_journal_that_cannot_be_created_is_reported() {
-        let log = OutputLog::new(Some(crate::guardian::journals::create(
-            std::path::Path::new("/no/such/dir/exec.log"),
+        let log = OutputLog::new(Some(crate::guardian::journals::own_file(
+            "/no/such/dir/exec.log".into(),
         )));
         assert!(log.journal_error.is_some());
     }

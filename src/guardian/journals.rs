@@ -1,50 +1,98 @@
-//! The session's output journals on disk: one file per execution, made ahead of the
-//! command that will use it, and the finished ones beyond `RETAINED_JOURNALS` deleted, both
-//! while the event loop is idle (`chore`). Creating or unlinking a file is 60–90 µs of
-//! file-system work on ext4; done when a command starts, it sat between the command's
-//! output and its answer.
+//! The session's output journals on disk.
 //!
-//! Invariants: a journal exists (and holds every byte read so far) before its path is
-//! handed to anyone; the newest `RETAINED_JOURNALS` finished journals are never deleted
-//! (late deletion only keeps more of them for a while); a journal made ahead is used only
-//! by the execution whose number it carries, and one nobody used is deleted at shutdown.
+//! Foreground executions run one at a time, so they share **segment** files: each
+//! appends to the current segment from the offset the file had when it started
+//! (`Journal::offset`), and a segment holds up to `SEGMENT_EXECUTIONS` of them. A
+//! background execution runs beside others and gets a file of its own. A command
+//! therefore creates no file: creating and unlinking one per command was 40–90 µs of
+//! ext4 work each, and on a file system without a journal the inode allocator skips every
+//! inode deleted in the last minute, so a fast command loop made each create slower
+//! (issue 18: the guardian's CPU per `echo` fell by about a third without them).
+//!
+//! Invariants: an execution's bytes are `offset..offset + total` of its journal, and no
+//! other execution writes there (the next foreground execution starts at the file's end
+//! once this one finished; after a failed write the segment is left, so a short write
+//! can never be followed by another command's bytes); a journal exists (and holds every
+//! byte read so far) before its path is handed to anyone; the newest `RETAINED_JOURNALS`
+//! finished executions of each kind stay on disk (late deletion only keeps more for a
+//! while); the spare segment made ahead and never used is deleted at shutdown.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// Journals of finished executions kept on disk per session; older ones are deleted so a
-/// long session's directory stays bounded. The newest outputs stay retrievable.
+/// Finished executions of each kind (foreground, background) whose bytes stay on disk
+/// per session; older journals are deleted so a long session's directory stays bounded.
 pub const RETAINED_JOURNALS: usize = 16;
-/// Finished journals waiting for an idle moment to be deleted, at most: a loop that is
-/// never idle (a flood) deletes the oldest at once beyond this.
+/// Foreground executions per segment.
+pub const SEGMENT_EXECUTIONS: u64 = 16;
+/// A segment this large takes no further execution (a flood's segment is not kept alive
+/// by the small commands after it).
+const SEGMENT_BYTES: u64 = 8 * 1024 * 1024;
+/// Journals waiting for an idle moment to be deleted, at most: a loop that is never idle
+/// (a flood) deletes the oldest at once beyond this.
 const MAX_DOOMED: usize = 16;
 
-/// An open journal and its path, or why it could not be made.
-pub type Made = Result<(PathBuf, File), String>;
+/// Where one execution writes: `file` (appending) at `path`, its bytes from `offset`.
+pub struct Journal {
+    pub path: PathBuf,
+    pub file: File,
+    pub offset: u64,
+}
 
-/// Create the journal `path` (0600, not through a link).
-pub fn create(path: &Path) -> Made {
+/// An execution's journal, or why it could not be made.
+pub type Made = Result<Journal, String>;
+
+/// Create the file `path` (0600, appending, not through a link).
+fn create(path: &Path) -> Result<File, String> {
     OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(path)
-        .map(|f| (path.to_path_buf(), f))
         .map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
+/// A journal that is a file of its own, created at `path`.
+pub fn own_file(path: PathBuf) -> Made {
+    let file = create(&path)?;
+    Ok(Journal {
+        path,
+        file,
+        offset: 0,
+    })
+}
+
+/// The segment foreground executions append to.
+struct Segment {
+    path: PathBuf,
+    file: File,
+    executions: u64,
+    /// Ordinal of its newest foreground execution.
+    last: u64,
 }
 
 pub struct Journals {
     dir: PathBuf,
     tag: String,
-    /// The journal made ahead, with the execution number it is for.
-    ready: Option<(u64, PathBuf, File)>,
-    /// Finished journals, oldest first; those beyond `RETAINED_JOURNALS` are doomed.
-    finished: VecDeque<String>,
-    /// Whether making the next journal ahead is worth it (a command has run here).
-    ahead: bool,
+    /// Foreground executions started so far.
+    fg_started: u64,
+    /// Segments named so far (for the next name).
+    segments_named: u64,
+    current: Option<Segment>,
+    /// A segment made ahead in an idle moment, for the next rotation.
+    spare: Option<(PathBuf, File)>,
+    /// Making the spare failed: not tried again in idle moments until a rotation made a
+    /// segment (an idle loop must not retry a failing create at every look).
+    spare_refused: bool,
+    /// Segments no longer written, oldest first, with the ordinal of their newest
+    /// execution; doomed once `RETAINED_JOURNALS` newer foreground executions started.
+    sealed: VecDeque<(PathBuf, u64)>,
+    /// Finished background journals, oldest first; those beyond `RETAINED_JOURNALS` are
+    /// doomed.
+    finished_bg: VecDeque<String>,
 }
 
 impl Journals {
@@ -52,150 +100,166 @@ impl Journals {
         Journals {
             dir,
             tag,
-            ready: None,
-            finished: VecDeque::new(),
-            ahead: false,
+            fg_started: 0,
+            segments_named: 0,
+            current: None,
+            spare: None,
+            spare_refused: false,
+            sealed: VecDeque::new(),
+            finished_bg: VecDeque::new(),
         }
     }
 
-    /// Built in buffers sized up front: a `String` or `PathBuf` that grows is a `realloc`,
-    /// which takes the malloc arena's lock (see `poll_set`).
-    fn path(&self, n: u64) -> PathBuf {
+    /// `<dir>/<prefix>-<tag>-<n>.log`, built in buffers sized up front: a `String` or
+    /// `PathBuf` that grows is a `realloc`, which takes the malloc arena's lock (see
+    /// `poll_set`).
+    fn path(&self, prefix: &str, n: u64) -> PathBuf {
         use std::fmt::Write;
-        let mut name = String::with_capacity(self.tag.len() + 30);
-        let _ = write!(name, "exec-{}-{n}.log", self.tag);
+        let mut name = String::with_capacity(prefix.len() + self.tag.len() + 30);
+        let _ = write!(name, "{prefix}-{}-{n}.log", self.tag);
         let mut path = PathBuf::with_capacity(self.dir.as_os_str().len() + 1 + name.len());
         path.push(&self.dir);
         path.push(name);
         path
     }
 
-    /// The journal of execution `n`: the one made ahead, else made now.
-    pub fn take(&mut self, n: u64) -> Made {
-        self.ahead = true;
-        match self.ready.take() {
-            Some((m, path, file)) if m == n => Ok((path, file)),
-            stale => {
-                if let Some((_, path, _)) = stale {
-                    let _ = std::fs::remove_file(path);
-                }
-                create(&self.path(n))
+    /// The journal of the next foreground execution: the current segment from its end,
+    /// or a new segment (the spare, else made now) when the current one is full, or when
+    /// the previous execution's journal write failed (`healthy` false).
+    pub fn take_foreground(&mut self, healthy: bool) -> Made {
+        self.fg_started += 1;
+        let ordinal = self.fg_started;
+        if !healthy {
+            self.seal();
+        }
+        if let Some(s) = self.current.as_mut()
+            && s.executions < SEGMENT_EXECUTIONS
+        {
+            let continued = s
+                .file
+                .metadata()
+                .and_then(|m| Ok((m.len(), s.file.try_clone()?)));
+            if let Ok((offset, file)) = continued
+                && offset < SEGMENT_BYTES
+            {
+                s.executions += 1;
+                s.last = ordinal;
+                let path = s.path.clone();
+                return Ok(Journal { path, file, offset });
             }
+        }
+        self.seal();
+        let (path, file) = match self.spare.take() {
+            Some(spare) => spare,
+            None => self.make_segment()?,
+        };
+        self.spare_refused = false;
+        let mine = match file.try_clone() {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(format!("cannot share {}: {e}", path.display()));
+            }
+        };
+        self.current = Some(Segment {
+            path: path.clone(),
+            file,
+            executions: 1,
+            last: ordinal,
+        });
+        Ok(Journal {
+            path,
+            file: mine,
+            offset: 0,
+        })
+    }
+
+    fn make_segment(&mut self) -> Result<(PathBuf, File), String> {
+        self.segments_named += 1;
+        let path = self.path("seg", self.segments_named);
+        create(&path).map(|f| (path, f))
+    }
+
+    /// The current segment takes no more executions.
+    fn seal(&mut self) {
+        if let Some(s) = self.current.take() {
+            self.sealed.push_back((s.path, s.last));
+        }
+        // Never idle: beyond the bound the oldest doomed segment goes at once.
+        while self.doomed_segments() > MAX_DOOMED {
+            self.delete_doomed_segment();
         }
     }
 
-    /// A finished execution's journal: kept among the newest, the oldest doomed.
-    pub fn retire(&mut self, path: Option<String>) {
-        self.finished.extend(path);
-        while self.finished.len() > RETAINED_JOURNALS + MAX_DOOMED {
-            if let Some(old) = self.finished.pop_front() {
+    /// The journal of background execution `n`: a file of its own.
+    pub fn take_background(&mut self, n: u64) -> Made {
+        own_file(self.path("exec", n))
+    }
+
+    /// A finished background execution's journal: kept among the newest, the oldest
+    /// doomed.
+    pub fn retire_background(&mut self, path: Option<String>) {
+        self.finished_bg.extend(path);
+        while self.finished_bg.len() > RETAINED_JOURNALS + MAX_DOOMED {
+            if let Some(old) = self.finished_bg.pop_front() {
                 let _ = std::fs::remove_file(old);
             }
         }
     }
 
-    /// Work left for an idle moment, given the number of the next execution.
-    pub fn has_chores(&self, next: u64) -> bool {
-        self.finished.len() > RETAINED_JOURNALS || self.wants_ahead(next)
+    fn doomed_segments(&self) -> usize {
+        let newest_kept = self.fg_started.saturating_sub(RETAINED_JOURNALS as u64);
+        self.sealed
+            .iter()
+            .take_while(|(_, last)| *last < newest_kept)
+            .count()
     }
 
-    fn wants_ahead(&self, next: u64) -> bool {
-        self.ahead && self.ready.as_ref().is_none_or(|(m, _, _)| *m != next)
+    fn delete_doomed_segment(&mut self) {
+        if let Some((path, _)) = self.sealed.pop_front() {
+            let _ = std::fs::remove_file(path);
+        }
     }
 
-    /// One piece of that work: make the next execution's journal first (the next command
-    /// needs it), then delete one doomed journal.
-    pub fn chore(&mut self, next: u64) {
-        if self.wants_ahead(next) {
-            if let Some((_, stale, _)) = self.ready.take() {
-                let _ = std::fs::remove_file(stale);
-            }
-            match create(&self.path(next)) {
-                Ok((path, file)) => self.ready = Some((next, path, file)),
-                // Made again (and the error reported) when the command starts.
-                Err(_) => self.ahead = false,
+    fn wants_spare(&self) -> bool {
+        self.current.is_some() && self.spare.is_none() && !self.spare_refused
+    }
+
+    /// Work left for an idle moment.
+    pub fn has_chores(&self) -> bool {
+        self.wants_spare()
+            || self.doomed_segments() > 0
+            || self.finished_bg.len() > RETAINED_JOURNALS
+    }
+
+    /// One piece of that work: make the spare segment first (a rotation needs it), then
+    /// delete one doomed journal.
+    pub fn chore(&mut self) {
+        if self.wants_spare() {
+            // On failure the next rotation makes one (and reports the error then).
+            match self.make_segment() {
+                Ok(spare) => self.spare = Some(spare),
+                Err(_) => self.spare_refused = true,
             }
             return;
         }
-        if self.finished.len() > RETAINED_JOURNALS
-            && let Some(old) = self.finished.pop_front()
+        if self.doomed_segments() > 0 {
+            self.delete_doomed_segment();
+        } else if self.finished_bg.len() > RETAINED_JOURNALS
+            && let Some(old) = self.finished_bg.pop_front()
         {
             let _ = std::fs::remove_file(old);
         }
     }
 
-    /// The journal made ahead and never used goes; finished ones stay for readers.
+    /// The spare segment made ahead and never used goes; written ones stay for readers.
     pub fn discard_ready(&mut self) {
-        if let Some((_, path, _)) = self.ready.take() {
+        if let Some((path, _)) = self.spare.take() {
             let _ = std::fs::remove_file(path);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn files(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
-    #[test]
-    fn the_next_journal_is_made_ahead_and_used_by_its_execution_only() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
-        // Nothing is made ahead before a command ran here.
-        assert!(!j.has_chores(1));
-        let (first, _) = j.take(1).unwrap();
-        assert!(first.ends_with("exec-t-1.log"));
-        assert!(j.has_chores(2));
-        j.chore(2);
-        assert!(!j.has_chores(2));
-        assert_eq!(files(tmp.path()), ["exec-t-1.log", "exec-t-2.log"]);
-        let (second, _) = j.take(2).unwrap();
-        assert!(second.ends_with("exec-t-2.log"));
-        // Made ahead for 3, but 4 comes: 3's file goes, 4's is made.
-        j.chore(3);
-        let (fourth, _) = j.take(4).unwrap();
-        assert!(fourth.ends_with("exec-t-4.log"));
-        assert_eq!(
-            files(tmp.path()),
-            ["exec-t-1.log", "exec-t-2.log", "exec-t-4.log"]
-        );
-        j.chore(5);
-        j.discard_ready();
-        assert!(!tmp.path().join("exec-t-5.log").exists());
-    }
-
-    #[test]
-    fn the_newest_finished_journals_stay_and_the_rest_go_when_idle_or_in_a_flood() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
-        let total = RETAINED_JOURNALS + 3;
-        for n in 1..=total as u64 {
-            let (path, _) = j.take(n).unwrap();
-            j.retire(Some(path.to_string_lossy().into_owned()));
-        }
-        // Deleted late, never early.
-        assert_eq!(files(tmp.path()).len(), total);
-        while j.has_chores(total as u64 + 1) {
-            j.chore(total as u64 + 1);
-        }
-        let left = files(tmp.path());
-        // The retained ones plus the one made ahead.
-        assert_eq!(left.len(), RETAINED_JOURNALS + 1);
-        assert!(!left.contains(&"exec-t-3.log".to_string()));
-        assert!(left.contains(&"exec-t-4.log".to_string()));
-        // Never idle: beyond the doomed bound the oldest goes at once.
-        for n in 100..100 + (RETAINED_JOURNALS + MAX_DOOMED + 5) as u64 {
-            let (path, _) = j.take(n).unwrap();
-            j.retire(Some(path.to_string_lossy().into_owned()));
-        }
-        assert_eq!(files(tmp.path()).len(), RETAINED_JOURNALS + MAX_DOOMED);
-    }
-}
+#[path = "journals_tests.rs"]
+mod tests;

@@ -15,8 +15,7 @@ use crate::shell::marker::{Marker, Piece, new_nonce};
 use crate::shell::pty;
 use crate::shell::secrets::KnownSecrets;
 use crate::wire::guardian::{
-    ActionResult, Admission, CommandState, ExecScope, GuardianError, ProcessStatus, Response,
-    SecretValues, Snapshot,
+    Admission, ExecScope, GuardianError, ProcessStatus, Response, SecretValues, Snapshot,
 };
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -268,18 +267,18 @@ impl Session {
         for id in expired {
             if let Some(b) = self.bg.remove(&id) {
                 self.activity.retire(&b.exec, Some(&id));
-                self.journals.retire(b.exec.log.journal_path());
+                self.journals.retire_background(b.exec.log.journal_path());
             }
         }
     }
 
     /// Idle-time work on the journals (see `journals`); false when there is none.
     pub fn has_chores(&self) -> bool {
-        self.journals.has_chores(self.next_exec + 1)
+        self.journals.has_chores()
     }
 
     pub fn chore(&mut self) {
-        self.journals.chore(self.next_exec + 1);
+        self.journals.chore();
     }
 
     /// The PTY masters to poll (`None` is the shell, else a background id), into `v`.
@@ -300,12 +299,18 @@ impl Session {
         }
     }
 
-    fn new_exec(&mut self, command: &str, scope: Option<ExecScope>) -> Execution {
+    fn new_exec(&mut self, command: &str, scope: Option<ExecScope>, fg: bool) -> Execution {
         self.secrets.learn_text(command);
         self.activity.bump();
         self.next_exec += 1;
         let n = self.next_exec;
-        let journal = self.journals.take(n);
+        let journal = if !fg {
+            self.journals.take_background(n)
+        } else {
+            // After a failed write the next command must not continue the segment.
+            let failed = self.fg.as_ref().is_some_and(|e| e.log.journal_failed());
+            self.journals.take_foreground(!failed)
+        };
         self.clocks.last_command_ms = Some(unix_ms());
         self.clocks.ever_ran_command = true;
         self.touch();
@@ -342,12 +347,10 @@ impl Session {
         pty::write_all(self.shell.master.as_raw_fd(), &line).map_err(|e| GuardianError::Io {
             detail: e.to_string(),
         })?;
-        // The shell runs while the execution is set up (no output is read before we return;
-        // its journal was usually made ahead, in an idle moment).
-        let exec = self.new_exec(command, scope);
+        // The shell runs while the execution is set up (no output is read before we return).
+        let exec = self.new_exec(command, scope, true);
         if let Some(prev) = self.fg.take() {
             self.activity.retire(&prev, None);
-            self.journals.retire(prev.log.journal_path());
         }
         // A marker still awaiting confirmation belongs to an earlier prompt (an extra one
         // printed after the shell got ready): it must never finish the command written now.
@@ -377,7 +380,7 @@ impl Session {
             },
             Some(detail) => GuardianError::Io { detail },
         })?;
-        let exec = self.new_exec(command, scope);
+        let exec = self.new_exec(command, scope, false);
         self.next_bg += 1;
         let id = format!("bg{}", self.next_bg);
         self.bg.insert(
@@ -435,32 +438,8 @@ impl Session {
                     }
                     Response::Action(r)
                 }
-                None => Response::Action(self.idle_result()),
+                None => Response::Action(super::exec::idle_result(self.shell.alive, &self.cwd)),
             },
-        }
-    }
-
-    fn idle_result(&self) -> ActionResult {
-        ActionResult {
-            state: CommandState {
-                process_status: if self.shell.alive {
-                    ProcessStatus::Idle
-                } else {
-                    ProcessStatus::ShellExited
-                },
-                exit_code: None,
-                cwd: self.cwd.clone(),
-                bg_command_id: None,
-                elapsed_ms: 0,
-                execution_id: None,
-            },
-            output: String::new(),
-            offset_start: 0,
-            offset_end: 0,
-            omitted_bytes: 0,
-            journal_path: None,
-            journal_error: None,
-            secrets: Default::default(),
         }
     }
 

@@ -173,6 +173,7 @@ fn step(
     r.raw_bytes = r.raw_bytes.max(f.total_bytes as i64);
     if r.journal_path.is_none() {
         r.journal_path = f.journal_path.clone();
+        r.journal_offset = f.journal_offset as i64;
     }
     let more = capture(c, r, f.finished, known, limits)?;
     if f.finished && r.process_status == "running" {
@@ -204,7 +205,8 @@ fn capture(
     }
     skip_beyond_retention(c, r, limits)?;
     let want = ((r.raw_bytes - r.raw_end) as u64).min(MAX_PASS_BYTES);
-    let raw = match read_journal(r.journal_path.as_deref(), r.raw_end as u64, want) {
+    let from = (r.journal_offset + r.raw_end) as u64;
+    let raw = match read_journal(r.journal_path.as_deref(), from, want) {
         Some(raw) if !raw.is_empty() => raw,
         _ => {
             // The journal is gone (retired or deleted) or cannot be read: a gap.
@@ -295,6 +297,7 @@ mod tests {
             command: "x".into(),
             cwd: "/w".into(),
             journal_path: Some(journal.to_string_lossy().into_owned()),
+            journal_offset: 0,
             now_ms: 0,
         };
         table::insert(&c, &rec, table::next_seq(&c).unwrap()).unwrap();
@@ -311,6 +314,7 @@ mod tests {
                 exit_code: None,
                 shell_died: false,
                 journal_path: rec.journal_path.clone(),
+                journal_offset: 0,
                 journal_error: None,
                 admission: None,
             }],
@@ -327,6 +331,61 @@ mod tests {
             text.len()
         );
         assert!(line.starts_with(&text));
+    }
+
+    /// Foreground executions share a journal segment: a record reads its own bytes from
+    /// its offset and never its neighbours'.
+    #[test]
+    fn a_record_reads_only_its_range_of_a_shared_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(crate::store::Store::open(dir.path()).unwrap());
+        let c = Connection::open(dir.path().join(crate::store::DB_FILE)).unwrap();
+        let journal = dir.path().join("seg.log");
+        std::fs::write(&journal, "before\nmine\nafter\n").unwrap();
+        let scope = Scope {
+            principal: "p".into(),
+            thread_id: "t".into(),
+            workspace_root: "/w".into(),
+        };
+        let rec = NewRecord {
+            scope: scope.clone(),
+            execution_id: "a-2".into(),
+            guardian: "1:1".into(),
+            session_key: "k".into(),
+            socket: "/s".into(),
+            bg_command_id: None,
+            command: "x".into(),
+            cwd: "/w".into(),
+            journal_path: None,
+            journal_offset: 0,
+            now_ms: 0,
+        };
+        table::insert(&c, &rec, table::next_seq(&c).unwrap()).unwrap();
+        // The path and offset come with the facts (the admission did not know them).
+        let facts = Facts {
+            seq: 1,
+            guardian_pid: 1,
+            created_at_ms: 1,
+            executions: vec![ExecFact {
+                execution_id: "a-2".into(),
+                bg_command_id: None,
+                total_bytes: 5,
+                finished: true,
+                exit_code: Some(0),
+                shell_died: false,
+                journal_path: Some(journal.to_string_lossy().into_owned()),
+                journal_offset: 7,
+                journal_error: None,
+                admission: None,
+            }],
+            screen: None,
+            secrets: SecretValues::default(),
+        };
+        apply(&c, &facts, false, &Limits::default(), 0, &mut None).unwrap();
+        let r = table::get(&c, &scope, "a-2").unwrap().unwrap();
+        assert_eq!(r.journal_offset, 7);
+        let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
+        assert_eq!(String::from_utf8(text).unwrap(), "mine\n");
     }
 
     /// Facts taken before a record was admitted (a watcher's answer that crossed another
@@ -353,6 +412,7 @@ mod tests {
             command: "x".into(),
             cwd: "/w".into(),
             journal_path: None,
+            journal_offset: 0,
             now_ms: 0,
         };
         for id in ["a-1", "a-2", "a-3"] {
@@ -366,6 +426,7 @@ mod tests {
             exit_code: None,
             shell_died: false,
             journal_path: None,
+            journal_offset: 0,
             journal_error: None,
             admission: None,
         };

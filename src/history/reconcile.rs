@@ -49,6 +49,7 @@ pub fn apply(
             command: stored_command(redact, &a.command),
             cwd: a.cwd.clone(),
             journal_path: f.journal_path.clone(),
+            journal_offset: f.journal_offset as i64,
             now_ms: a.started_ms,
         };
         let s = table::batch_seq(c, seq)?;
@@ -97,6 +98,7 @@ mod tests {
             exit_code: Some(0),
             shell_died: false,
             journal_path: None,
+            journal_offset: 0,
             journal_error: None,
             admission: admitted.then(|| Admission {
                 scope: ExecScope {
@@ -193,6 +195,7 @@ mod tests {
             command: "echo 5".into(),
             cwd: "/w".into(),
             journal_path: None,
+            journal_offset: 0,
             now_ms: 5,
         };
         table::insert(&c, &record, table::next_seq(&c).unwrap()).unwrap();

@@ -79,6 +79,7 @@ mod tests {
             command: "true".into(),
             cwd: "/w".into(),
             journal_path: None,
+            journal_offset: 0,
             now_ms,
         };
         let seq = table::next_seq(c).unwrap();

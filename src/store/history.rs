@@ -89,6 +89,8 @@ pub struct NewRecord {
     pub command: String,
     pub cwd: String,
     pub journal_path: Option<String>,
+    /// Where the execution's bytes start in `journal_path`.
+    pub journal_offset: i64,
     pub now_ms: i64,
 }
 
@@ -124,6 +126,8 @@ pub struct Record {
     /// Raw bytes never captured (journal gone before the recorder read them).
     pub gap_bytes: i64,
     pub journal_path: Option<String>,
+    /// Where the execution's bytes start in `journal_path` (migration 11).
+    pub journal_offset: i64,
     pub turn_state: Option<String>,
     pub state_seq: i64,
     pub output_seq: i64,
@@ -136,7 +140,7 @@ const COLUMNS: &str = "id, principal, thread_id, workspace_root, execution_id, g
     first_at_ms, observed_at_ms, finished_at_ms, expires_at_ms, activity_seq,
     output_activity_seq, output_pending, raw_bytes, raw_end, text_end, retained_start,
     retained_bytes, gap_bytes, journal_path, turn_state, state_seq, output_seq, turn_seq,
-    changed_seq";
+    changed_seq, journal_offset";
 
 fn record(r: &Row) -> rusqlite::Result<Record> {
     Ok(Record {
@@ -175,6 +179,7 @@ fn record(r: &Row) -> rusqlite::Result<Record> {
         output_seq: r.get(30)?,
         turn_seq: r.get(31)?,
         changed_seq: r.get(32)?,
+        journal_offset: r.get(33)?,
     })
 }
 
@@ -207,9 +212,9 @@ pub fn insert(c: &Connection, n: &NewRecord, seq: i64) -> rusqlite::Result<bool>
         "INSERT OR IGNORE INTO executions (principal, thread_id, workspace_root, execution_id,
             guardian, session_key, socket, bg_command_id, command, cwd, process_status,
             first_at_ms, observed_at_ms, journal_path, activity_seq, state_seq, output_seq,
-            changed_seq)
+            changed_seq, journal_offset)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?13, ?7, ?8, ?9, 'running', ?10, ?10, ?11, 1, ?12, ?12,
-            ?12)",
+            ?12, ?14)",
     )?;
     let changed = st.execute(params![
         s.principal,
@@ -224,7 +229,8 @@ pub fn insert(c: &Connection, n: &NewRecord, seq: i64) -> rusqlite::Result<bool>
         n.now_ms,
         n.journal_path,
         seq,
-        n.socket
+        n.socket,
+        n.journal_offset
     ])?;
     Ok(changed == 1)
 }
@@ -276,7 +282,8 @@ pub fn update(c: &Connection, r: &Record) -> rusqlite::Result<()> {
             activity_seq = ?9, output_activity_seq = ?10, output_pending = ?11,
             raw_bytes = ?12, raw_end = ?13, text_end = ?14, retained_start = ?15,
             retained_bytes = ?16, gap_bytes = ?17, journal_path = ?18, turn_state = ?19,
-            state_seq = ?20, output_seq = ?21, turn_seq = ?22, changed_seq = ?23
+            state_seq = ?20, output_seq = ?21, turn_seq = ?22, changed_seq = ?23,
+            journal_offset = ?24
          WHERE id = ?1",
     )?;
     st.execute(params![
@@ -302,7 +309,8 @@ pub fn update(c: &Connection, r: &Record) -> rusqlite::Result<()> {
         r.state_seq,
         r.output_seq,
         r.turn_seq,
-        r.changed_seq
+        r.changed_seq,
+        r.journal_offset
     ])?;
     Ok(())
 }

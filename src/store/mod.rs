@@ -83,6 +83,9 @@ const MIGRATIONS: &[&str] = &[
     agent_requests::MIGRATION,
     // 10: managed Codex app-server targets (their hosts' admission sockets).
     app_server_targets::MIGRATION,
+    // 11: where an execution's bytes start in its journal (foreground executions share
+    // segment files, `guardian::journals`).
+    "ALTER TABLE executions ADD COLUMN journal_offset INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Keep query plans fixed once prepared. The bundled SQLite is built with STAT4, which

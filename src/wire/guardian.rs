@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Guardian protocol version carried in `Hello`.
-pub const PROTOCOL: u32 = 1;
+/// Guardian protocol version carried in `Hello`. 2: an execution's bytes start at
+/// `journal_offset` in its journal (foreground executions share segment files).
+pub const PROTOCOL: u32 = 2;
 
 /// How long, and for what, a request waits before answering.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -157,12 +158,19 @@ pub struct ActionResult {
     pub offset_end: u64,
     /// Undelivered bytes that no longer fit the in-memory window (they are in the journal).
     pub omitted_bytes: u64,
-    /// The execution's complete output on disk.
+    /// The execution's complete output on disk: its byte `n` is byte
+    /// `journal_offset + n` of the file (see `guardian::journals`).
     pub journal_path: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_offset: u64,
     pub journal_error: Option<String>,
     /// The session's known secret values, for redaction (absent from older guardians).
     #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
     pub secrets: SecretValues,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Secret values a session has seen under secret-looking names, passed to whoever
@@ -247,7 +255,10 @@ pub struct ExecFact {
     pub exit_code: Option<i32>,
     /// The shell died before the command's end was reported: its outcome is unknown.
     pub shell_died: bool,
+    /// The execution's byte `n` is byte `journal_offset + n` of `journal_path`.
     pub journal_path: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_offset: u64,
     pub journal_error: Option<String>,
     /// How the command was admitted (absent for executions the caller already knows, and
     /// for commands run without a scope).

@@ -40,6 +40,7 @@ pub fn admitted(
         command: command.to_string(),
         cwd: snapshot.cwd.clone(),
         journal_path: r.journal_path.clone(),
+        journal_offset: r.journal_offset as i64,
         now_ms: unix_ms(),
     });
 }

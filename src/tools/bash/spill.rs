@@ -45,7 +45,8 @@ pub fn write(ctx: &ToolContext, key: &str, r: &ActionResult) -> Result<PathBuf, 
     let whole = r.offset_end - start;
     let len = whole.min(MAX_SPILL_SOURCE_BYTES);
     let mut f = std::fs::File::open(journal).map_err(|e| format!("open journal: {e}"))?;
-    f.seek(SeekFrom::Start(start))
+    // The journal may be a segment shared with other executions: bytes of this one only.
+    f.seek(SeekFrom::Start(r.journal_offset + start))
         .map_err(|e| format!("seek journal: {e}"))?;
     let dir = ctx.runtime.session_dir(key);
     let exec = r.state.execution_id.as_deref().unwrap_or("idle");
@@ -63,7 +64,10 @@ pub fn write(ctx: &ToolContext, key: &str, r: &ActionResult) -> Result<PathBuf, 
     if len < whole {
         writeln!(
             out,
-            "\n[spill stops after {len} of {whole} bytes; the rest is in the journal {journal}]"
+            "\n[spill stops after {len} of {whole} bytes; the rest is bytes {}..{} of the \
+             journal {journal}]",
+            r.journal_offset + start + len,
+            r.journal_offset + r.offset_end,
         )
         .map_err(|e| format!("write spill file: {e}"))?;
     }

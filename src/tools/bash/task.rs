@@ -285,7 +285,10 @@ pub fn merge(acc: &mut ActionResult, next: ActionResult) {
     acc.omitted_bytes = acc.offset_start - range_start;
     acc.offset_end = next.offset_end;
     acc.state = next.state;
-    acc.journal_path = next.journal_path.or(acc.journal_path.take());
+    if next.journal_path.is_some() {
+        acc.journal_path = next.journal_path;
+        acc.journal_offset = next.journal_offset;
+    }
     acc.journal_error = next.journal_error.or(acc.journal_error.take());
     acc.secrets = next.secrets;
 }
@@ -314,6 +317,7 @@ mod tests {
             offset_end: start + output.len() as u64,
             omitted_bytes: omitted,
             journal_path: Some("/j".into()),
+            journal_offset: 0,
             journal_error: None,
             secrets: Default::default(),
         }

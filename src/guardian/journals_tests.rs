@@ -1,0 +1,148 @@
+use super::*;
+use std::io::{Read, Seek, SeekFrom, Write};
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn idle(j: &mut Journals) {
+    while j.has_chores() {
+        j.chore();
+    }
+}
+
+/// The bytes `offset..offset + len` of `path`, `None` once the file is gone.
+fn read(path: &Path, offset: u64, len: usize) -> Option<Vec<u8>> {
+    let mut f = File::open(path).ok()?;
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    let mut buf = vec![0; len];
+    f.read_exact(&mut buf).unwrap();
+    Some(buf)
+}
+
+#[test]
+fn foreground_executions_share_a_segment_each_from_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
+    // Nothing is made before a command ran here.
+    assert!(!j.has_chores());
+    let mut a = j.take_foreground(true).unwrap();
+    assert!(a.path.ends_with("seg-t-1.log"));
+    assert_eq!(a.offset, 0);
+    a.file.write_all(b"first\n").unwrap();
+    // An idle moment makes the spare segment for the next rotation, nothing else.
+    idle(&mut j);
+    assert_eq!(files(tmp.path()), ["seg-t-1.log", "seg-t-2.log"]);
+    let mut b = j.take_foreground(true).unwrap();
+    assert_eq!((b.path.clone(), b.offset), (a.path.clone(), 6));
+    b.file.write_all(b"second\n").unwrap();
+    assert_eq!(read(&a.path, 0, 6).unwrap(), b"first\n");
+    assert_eq!(read(&b.path, b.offset, 7).unwrap(), b"second\n");
+    // The segment holds SEGMENT_EXECUTIONS; the next one starts in the spare.
+    for _ in 2..SEGMENT_EXECUTIONS {
+        assert_eq!(j.take_foreground(true).unwrap().path, a.path);
+    }
+    let c = j.take_foreground(true).unwrap();
+    assert!(c.path.ends_with("seg-t-2.log"));
+    assert_eq!(c.offset, 0);
+    // No file was created or deleted for any of those commands but the spare.
+    assert_eq!(files(tmp.path()), ["seg-t-1.log", "seg-t-2.log"]);
+}
+
+#[test]
+fn a_failed_write_leaves_the_segment_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
+    let a = j.take_foreground(true).unwrap();
+    // The execution's write failed (it says so): the next never continues after it.
+    let b = j.take_foreground(false).unwrap();
+    assert_ne!(a.path, b.path);
+    assert_eq!(b.offset, 0);
+}
+
+#[test]
+fn a_large_segment_takes_no_further_execution() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
+    let mut a = j.take_foreground(true).unwrap();
+    a.file
+        .write_all(&vec![b'y'; SEGMENT_BYTES as usize])
+        .unwrap();
+    let b = j.take_foreground(true).unwrap();
+    assert_ne!(a.path, b.path);
+    assert_eq!(b.offset, 0);
+}
+
+#[test]
+fn the_newest_executions_stay_readable_and_old_segments_go_when_idle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
+    let mut written: Vec<(PathBuf, u64, Vec<u8>)> = Vec::new();
+    for n in 0..100u32 {
+        let mut w = j.take_foreground(true).unwrap();
+        let bytes = format!("output of {n}\n")
+            .repeat(n as usize % 7 + 1)
+            .into_bytes();
+        w.file.write_all(&bytes).unwrap();
+        written.push((w.path, w.offset, bytes));
+        idle(&mut j);
+        // Every one of the newest RETAINED_JOURNALS is intact on disk.
+        for (path, offset, bytes) in written.iter().rev().take(RETAINED_JOURNALS) {
+            assert_eq!(read(path, *offset, bytes.len()).as_ref(), Some(bytes));
+        }
+        // Bounded: the segments holding those, the current one and the spare.
+        assert!(files(tmp.path()).len() <= 4, "{:?}", files(tmp.path()));
+    }
+    // The oldest are gone.
+    assert!(read(&written[0].0, 0, 1).is_none());
+    j.discard_ready();
+    assert_eq!(
+        files(tmp.path()).len(),
+        2,
+        "the spare is gone, written ones stay"
+    );
+}
+
+#[test]
+fn a_loop_never_idle_still_deletes_beyond_the_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
+    let rounds = SEGMENT_EXECUTIONS as usize * (RETAINED_JOURNALS + MAX_DOOMED + 4);
+    for _ in 0..rounds {
+        j.take_foreground(true).unwrap();
+    }
+    let segments = files(tmp.path()).len();
+    let kept = RETAINED_JOURNALS.div_ceil(SEGMENT_EXECUTIONS as usize) + 2;
+    assert!(segments <= kept + MAX_DOOMED, "{segments} segments");
+}
+
+#[test]
+fn background_journals_are_files_of_their_own_and_the_newest_stay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
+    let total = RETAINED_JOURNALS + 3;
+    for n in 1..=total as u64 {
+        let w = j.take_background(n).unwrap();
+        assert!(w.path.ends_with(format!("exec-t-{n}.log")));
+        assert_eq!(w.offset, 0);
+        j.retire_background(Some(w.path.to_string_lossy().into_owned()));
+    }
+    // Deleted late, never early.
+    assert_eq!(files(tmp.path()).len(), total);
+    idle(&mut j);
+    let left = files(tmp.path());
+    assert_eq!(left.len(), RETAINED_JOURNALS);
+    assert!(!left.contains(&"exec-t-3.log".to_string()));
+    assert!(left.contains(&"exec-t-4.log".to_string()));
+    // Never idle: beyond the doomed bound the oldest goes at once.
+    for n in 100..100 + (RETAINED_JOURNALS + MAX_DOOMED + 5) as u64 {
+        let w = j.take_background(n).unwrap();
+        j.retire_background(Some(w.path.to_string_lossy().into_owned()));
+    }
+    assert_eq!(files(tmp.path()).len(), RETAINED_JOURNALS + MAX_DOOMED);
+}
