@@ -240,7 +240,9 @@ fn a_reader_that_stops_reading_never_stalls_a_guardian() {
         f
     };
     let mut stalled = std::os::unix::net::UnixStream::connect(&sock).unwrap();
-    let mut out = frame(json!({"protocol": 1, "role": "operator", "build": "test"}));
+    let hello =
+        json!({"protocol": winx::wire::guardian::PROTOCOL, "role": "operator", "build": "test"});
+    let mut out = frame(hello);
     out.extend(frame(
         json!({"op": "read", "offset": 0, "wait": {"timeout_ms": 0, "settle_ms": null}}),
     ));
