@@ -277,11 +277,68 @@ mod tests {
     #[test]
     fn a_forced_cut_keeps_characters_whole() {
         let dir = tempfile::tempdir().unwrap();
-        drop(crate::store::Store::open(dir.path()).unwrap());
-        let c = Connection::open(dir.path().join(crate::store::DB_FILE)).unwrap();
         let journal = dir.path().join("exec.log");
         let line = format!("x{}", "é".repeat(MAX_LINE_CARRY));
         std::fs::write(&journal, &line).unwrap();
+        let path = Some(journal.to_string_lossy().into_owned());
+        // The guardian has read half of the last character so far.
+        let fact = one_fact(line.len() as u64 - 1, path.clone());
+        let (c, r) = applied(dir.path(), path, fact);
+        let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            !text.is_empty() && !text.contains('\u{FFFD}'),
+            "{}",
+            text.len()
+        );
+        assert!(line.starts_with(&text));
+    }
+
+    /// Foreground executions share a journal segment: a record reads its own bytes from
+    /// its offset and never its neighbours'. The path and offset come with the facts
+    /// (the admission did not know them).
+    #[test]
+    fn a_record_reads_only_its_range_of_a_shared_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("seg.log");
+        std::fs::write(&journal, "before\nmine\nafter\n").unwrap();
+        let fact = ExecFact {
+            finished: true,
+            exit_code: Some(0),
+            journal_offset: 7,
+            ..one_fact(5, Some(journal.to_string_lossy().into_owned()))
+        };
+        let (c, r) = applied(dir.path(), None, fact);
+        assert_eq!(r.journal_offset, 7);
+        let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
+        assert_eq!(String::from_utf8(text).unwrap(), "mine\n");
+    }
+
+    /// Execution "a-1" of scope p/t//w, not finished, read up to `total` bytes.
+    fn one_fact(total: u64, journal_path: Option<String>) -> ExecFact {
+        ExecFact {
+            execution_id: "a-1".into(),
+            bg_command_id: None,
+            total_bytes: total,
+            finished: false,
+            exit_code: None,
+            shell_died: false,
+            journal_path,
+            journal_offset: 0,
+            journal_error: None,
+            admission: None,
+        }
+    }
+
+    /// A store under `dir` where "a-1" was admitted with `journal_path`, then `fact`
+    /// applied: the connection and the record.
+    fn applied(
+        dir: &std::path::Path,
+        journal_path: Option<String>,
+        fact: ExecFact,
+    ) -> (Connection, Record) {
+        drop(crate::store::Store::open(dir).unwrap());
+        let c = Connection::open(dir.join(crate::store::DB_FILE)).unwrap();
         let scope = Scope {
             principal: "p".into(),
             thread_id: "t".into(),
@@ -296,7 +353,7 @@ mod tests {
             bg_command_id: None,
             command: "x".into(),
             cwd: "/w".into(),
-            journal_path: Some(journal.to_string_lossy().into_owned()),
+            journal_path,
             journal_offset: 0,
             now_ms: 0,
         };
@@ -305,87 +362,13 @@ mod tests {
             seq: 1,
             guardian_pid: 1,
             created_at_ms: 1,
-            executions: vec![ExecFact {
-                execution_id: "a-1".into(),
-                bg_command_id: None,
-                // The guardian has read half of the last character so far.
-                total_bytes: line.len() as u64 - 1,
-                finished: false,
-                exit_code: None,
-                shell_died: false,
-                journal_path: rec.journal_path.clone(),
-                journal_offset: 0,
-                journal_error: None,
-                admission: None,
-            }],
+            executions: vec![fact],
             screen: None,
             secrets: SecretValues::default(),
         };
         apply(&c, &facts, false, &Limits::default(), 0, &mut None).unwrap();
         let r = table::get(&c, &scope, "a-1").unwrap().unwrap();
-        let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
-        let text = String::from_utf8(text).unwrap();
-        assert!(
-            !text.is_empty() && !text.contains('\u{FFFD}'),
-            "{}",
-            text.len()
-        );
-        assert!(line.starts_with(&text));
-    }
-
-    /// Foreground executions share a journal segment: a record reads its own bytes from
-    /// its offset and never its neighbours'.
-    #[test]
-    fn a_record_reads_only_its_range_of_a_shared_journal() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(crate::store::Store::open(dir.path()).unwrap());
-        let c = Connection::open(dir.path().join(crate::store::DB_FILE)).unwrap();
-        let journal = dir.path().join("seg.log");
-        std::fs::write(&journal, "before\nmine\nafter\n").unwrap();
-        let scope = Scope {
-            principal: "p".into(),
-            thread_id: "t".into(),
-            workspace_root: "/w".into(),
-        };
-        let rec = NewRecord {
-            scope: scope.clone(),
-            execution_id: "a-2".into(),
-            guardian: "1:1".into(),
-            session_key: "k".into(),
-            socket: "/s".into(),
-            bg_command_id: None,
-            command: "x".into(),
-            cwd: "/w".into(),
-            journal_path: None,
-            journal_offset: 0,
-            now_ms: 0,
-        };
-        table::insert(&c, &rec, table::next_seq(&c).unwrap()).unwrap();
-        // The path and offset come with the facts (the admission did not know them).
-        let facts = Facts {
-            seq: 1,
-            guardian_pid: 1,
-            created_at_ms: 1,
-            executions: vec![ExecFact {
-                execution_id: "a-2".into(),
-                bg_command_id: None,
-                total_bytes: 5,
-                finished: true,
-                exit_code: Some(0),
-                shell_died: false,
-                journal_path: Some(journal.to_string_lossy().into_owned()),
-                journal_offset: 7,
-                journal_error: None,
-                admission: None,
-            }],
-            screen: None,
-            secrets: SecretValues::default(),
-        };
-        apply(&c, &facts, false, &Limits::default(), 0, &mut None).unwrap();
-        let r = table::get(&c, &scope, "a-2").unwrap().unwrap();
-        assert_eq!(r.journal_offset, 7);
-        let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
-        assert_eq!(String::from_utf8(text).unwrap(), "mine\n");
+        (c, r)
     }
 
     /// Facts taken before a record was admitted (a watcher's answer that crossed another
