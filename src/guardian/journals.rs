@@ -88,7 +88,8 @@ pub struct Journals {
     /// segment (an idle loop must not retry a failing create at every look).
     spare_refused: bool,
     /// Segments no longer written, oldest first, with the ordinal of their newest
-    /// execution; doomed once `RETAINED_JOURNALS` newer foreground executions started.
+    /// execution; doomed once more than `RETAINED_JOURNALS` newer foreground executions
+    /// started (the newest `RETAINED_JOURNALS` finished ones stay while the next runs).
     sealed: VecDeque<(PathBuf, u64)>,
     /// Finished background journals, oldest first; those beyond `RETAINED_JOURNALS` are
     /// doomed.
