@@ -9,7 +9,7 @@
 //! while its guardian's watcher is retiring always gets a watcher.
 
 use super::{Limits, Msg, Next, Notify, capture, reconcile, retention};
-use crate::deadline::{Deadline, unix_ms};
+use crate::deadline::{Deadline, Stopwatch, unix_ms};
 use crate::ipc::GuardianClient;
 use crate::ipc::client::FactsError;
 use crate::store::history as table;
@@ -29,7 +29,9 @@ const BATCH: Duration = Duration::from_millis(2);
 /// Messages applied in one transaction at most.
 const MAX_BATCH: usize = 64;
 /// How long a batch of admissions waits for the facts that usually follow them.
-const ADMIT_WINDOW: Duration = Duration::from_millis(5);
+const ADMIT_WINDOW: Duration = Duration::from_millis(20);
+/// Work between two yields of the CPU inside a batch (see `Recorder::run`).
+const YIELD_EVERY: Duration = Duration::from_micros(250);
 /// Pause after a batch that could not be written, before the next attempt.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How long a parked watcher waits for its guardian's next command before it retires.
@@ -118,15 +120,19 @@ impl Recorder {
             let began = exec(&self.conn, "BEGIN IMMEDIATE");
             self.seq = None;
             let mut replies = Vec::new();
+            let mut slice = Stopwatch::start();
             for msg in batch {
                 match began {
                     Ok(()) => self.handle(msg, &mut replies),
                     Err(_) => self.defer(msg, &mut replies),
                 }
-                // A batch is up to a millisecond of CPU; between messages, a thread an
-                // agent waits on that woke meanwhile runs first (the scheduler would
-                // otherwise let this one finish its slice).
-                std::thread::yield_now();
+                // A batch is up to a few milliseconds of CPU; every `YIELD_EVERY` of it, a
+                // thread an agent waits on that woke meanwhile runs first (the scheduler
+                // would otherwise let this one finish its slice).
+                if slice.elapsed() >= YIELD_EVERY {
+                    std::thread::yield_now();
+                    slice = Stopwatch::start();
+                }
             }
             // The caps once per scope a batch admitted into, not once per command.
             for scope in std::mem::take(&mut self.admitted) {
