@@ -10,6 +10,7 @@ use crate::wire::guardian::{ActionResult, Admission, CommandState, ProcessStatus
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Newest raw bytes kept in memory per execution. An agent never needs more than the tail
 /// of a huge output inline; the journal keeps the rest.
@@ -19,7 +20,7 @@ pub struct OutputLog {
     window: Vec<u8>,
     total: u64,
     delivered: u64,
-    journal: Option<File>,
+    journal: Option<Arc<File>>,
     journal_path: Option<PathBuf>,
     /// Where this execution's bytes start in `journal_path` (a shared segment).
     journal_offset: u64,
@@ -51,8 +52,8 @@ impl OutputLog {
     }
 
     pub fn append(&mut self, bytes: &[u8]) {
-        if let Some(f) = self.journal.as_mut()
-            && let Err(e) = f.write_all(bytes)
+        if let Some(f) = self.journal.as_deref()
+            && let Err(e) = { f }.write_all(bytes)
         {
             // A full disk must not lose the answer: keep the window, report the journal.
             self.journal_error = Some(format!("journal write failed: {e}"));

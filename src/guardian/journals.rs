@@ -21,12 +21,13 @@ use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Finished executions of each kind (foreground, background) whose bytes stay on disk
 /// per session; older journals are deleted so a long session's directory stays bounded.
 pub const RETAINED_JOURNALS: usize = 16;
 /// Foreground executions per segment.
-pub const SEGMENT_EXECUTIONS: u64 = 16;
+pub const SEGMENT_EXECUTIONS: u64 = 64;
 /// A segment this large takes no further execution (a flood's segment is not kept alive
 /// by the small commands after it).
 const SEGMENT_BYTES: u64 = 8 * 1024 * 1024;
@@ -34,10 +35,12 @@ const SEGMENT_BYTES: u64 = 8 * 1024 * 1024;
 /// (a flood) deletes the oldest at once beyond this.
 const MAX_DOOMED: usize = 16;
 
-/// Where one execution writes: `file` (appending) at `path`, its bytes from `offset`.
+/// Where one execution writes: `file` (appending) at `path`, its bytes from `offset`. The
+/// file is shared with the segment, not duplicated: a `dup` and a `close` per command were
+/// two system calls on the answer's path for nothing (appends go to the end either way).
 pub struct Journal {
     pub path: PathBuf,
-    pub file: File,
+    pub file: Arc<File>,
     pub offset: u64,
 }
 
@@ -57,7 +60,7 @@ fn create(path: &Path) -> Result<File, String> {
 
 /// A journal that is a file of its own, created at `path`.
 pub fn own_file(path: PathBuf) -> Made {
-    let file = create(&path)?;
+    let file = Arc::new(create(&path)?);
     Ok(Journal {
         path,
         file,
@@ -68,7 +71,7 @@ pub fn own_file(path: PathBuf) -> Made {
 /// The segment foreground executions append to.
 struct Segment {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     executions: u64,
     /// Ordinal of its newest foreground execution.
     last: u64,
@@ -135,19 +138,17 @@ impl Journals {
         }
         if let Some(s) = self.current.as_mut()
             && s.executions < SEGMENT_EXECUTIONS
+            && let Ok(m) = s.file.metadata()
+            && m.len() < SEGMENT_BYTES
         {
-            let continued = s
-                .file
-                .metadata()
-                .and_then(|m| Ok((m.len(), s.file.try_clone()?)));
-            if let Ok((offset, file)) = continued
-                && offset < SEGMENT_BYTES
-            {
-                s.executions += 1;
-                s.last = ordinal;
-                let path = s.path.clone();
-                return Ok(Journal { path, file, offset });
-            }
+            s.executions += 1;
+            s.last = ordinal;
+            let (path, file) = (s.path.clone(), Arc::clone(&s.file));
+            return Ok(Journal {
+                path,
+                file,
+                offset: m.len(),
+            });
         }
         self.seal();
         let (path, file) = match self.spare.take() {
@@ -155,22 +156,16 @@ impl Journals {
             None => self.make_segment()?,
         };
         self.spare_refused = false;
-        let mine = match file.try_clone() {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = std::fs::remove_file(&path);
-                return Err(format!("cannot share {}: {e}", path.display()));
-            }
-        };
+        let file = Arc::new(file);
         self.current = Some(Segment {
             path: path.clone(),
-            file,
+            file: Arc::clone(&file),
             executions: 1,
             last: ordinal,
         });
         Ok(Journal {
             path,
-            file: mine,
+            file,
             offset: 0,
         })
     }

@@ -31,16 +31,16 @@ fn foreground_executions_share_a_segment_each_from_its_end() {
     let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
     // Nothing is made before a command ran here.
     assert!(!j.has_chores());
-    let mut a = j.take_foreground(true).unwrap();
+    let a = j.take_foreground(true).unwrap();
     assert!(a.path.ends_with("seg-t-1.log"));
     assert_eq!(a.offset, 0);
-    a.file.write_all(b"first\n").unwrap();
+    (&*a.file).write_all(b"first\n").unwrap();
     // An idle moment makes the spare segment for the next rotation, nothing else.
     idle(&mut j);
     assert_eq!(files(tmp.path()), ["seg-t-1.log", "seg-t-2.log"]);
-    let mut b = j.take_foreground(true).unwrap();
+    let b = j.take_foreground(true).unwrap();
     assert_eq!((b.path.clone(), b.offset), (a.path.clone(), 6));
-    b.file.write_all(b"second\n").unwrap();
+    (&*b.file).write_all(b"second\n").unwrap();
     assert_eq!(read(&a.path, 0, 6).unwrap(), b"first\n");
     assert_eq!(read(&b.path, b.offset, 7).unwrap(), b"second\n");
     // The segment holds SEGMENT_EXECUTIONS; the next one starts in the spare.
@@ -69,8 +69,8 @@ fn a_failed_write_leaves_the_segment_behind() {
 fn a_large_segment_takes_no_further_execution() {
     let tmp = tempfile::tempdir().unwrap();
     let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
-    let mut a = j.take_foreground(true).unwrap();
-    a.file
+    let a = j.take_foreground(true).unwrap();
+    (&*a.file)
         .write_all(&vec![b'y'; SEGMENT_BYTES as usize])
         .unwrap();
     let b = j.take_foreground(true).unwrap();
@@ -83,12 +83,14 @@ fn the_newest_executions_stay_readable_and_old_segments_go_when_idle() {
     let tmp = tempfile::tempdir().unwrap();
     let mut j = Journals::new(tmp.path().to_path_buf(), "t".into());
     let mut written: Vec<(PathBuf, u64, Vec<u8>)> = Vec::new();
-    for n in 0..100u32 {
-        let mut w = j.take_foreground(true).unwrap();
+    // Six full segments and four executions into the seventh: the newest
+    // RETAINED_JOURNALS span the last two.
+    for n in 0..SEGMENT_EXECUTIONS as u32 * 6 + 4 {
+        let w = j.take_foreground(true).unwrap();
         let bytes = format!("output of {n}\n")
             .repeat(n as usize % 7 + 1)
             .into_bytes();
-        w.file.write_all(&bytes).unwrap();
+        (&*w.file).write_all(&bytes).unwrap();
         written.push((w.path, w.offset, bytes));
         idle(&mut j);
         // Every one of the newest RETAINED_JOURNALS is intact on disk.

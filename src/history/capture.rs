@@ -12,7 +12,6 @@ use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::store::history::{self as table, Record};
 use crate::wire::guardian::{ExecFact, Facts, execution_number};
 use rusqlite::Connection;
-use std::io::{Read, Seek, SeekFrom};
 
 /// Raw journal bytes converted per record per pass; the next pass continues.
 const MAX_PASS_BYTES: u64 = 256 * 1024;
@@ -258,11 +257,23 @@ fn skip_beyond_retention(c: &Connection, r: &mut Record, limits: &Limits) -> rus
     Ok(())
 }
 
+/// Up to `len` bytes of the journal at `path` from `from` (fewer at its end): `pread`s
+/// until `len` arrived, so a command's bytes are usually one read (no seek, and no read
+/// that only finds the end).
 fn read_journal(path: Option<&str>, from: u64, len: u64) -> Option<Vec<u8>> {
-    let mut f = std::fs::File::open(path?).ok()?;
-    f.seek(SeekFrom::Start(from)).ok()?;
-    let mut buf = Vec::with_capacity(len as usize);
-    f.take(len).read_to_end(&mut buf).ok()?;
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path?).ok()?;
+    let mut buf = vec![0u8; len as usize];
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], from + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(got);
     Some(buf)
 }
 
