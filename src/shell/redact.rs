@@ -254,7 +254,9 @@ impl Default for Redactor {
 /// Every match of `regex` in `text` that `rewrite` accepts, replaced. A match it declines
 /// may hide a secret inside it (`Bearer Bearer <token>`: the first `Bearer` takes the
 /// second as its value, which is no token), so the search resumes where the declined
-/// match's value begins, not after its end.
+/// match's one-token value (`val`) begins, not after its end. An assignment's value may
+/// hold `=` and run to the end of the line, so resuming inside it would make a line of
+/// `a=a=a=…` quadratic: those rules resume after the match, as before.
 fn apply<'a>(regex: &Regex, rewrite: Rewrite, text: Cow<'a, str>, n: &mut usize) -> Cow<'a, str> {
     let mut out = String::new();
     // Bytes of `text` already copied into `out`, and where the next search starts.
@@ -290,15 +292,11 @@ fn apply<'a>(regex: &Regex, rewrite: Rewrite, text: Cow<'a, str>, n: &mut usize)
     Cow::Owned(out)
 }
 
-/// Where a match's value begins, when that is past the match's start (a value group
-/// follows a non-empty prefix in every rule that has one).
+/// Where a match's one-token value begins, when that is past the match's start (`val`
+/// follows a non-empty prefix in every rule that has one, and holds no blank).
 fn value_start(caps: &Captures<'_>) -> Option<usize> {
     let start = caps.get(0)?.start();
-    ["val", "dq", "sq", "bare"]
-        .iter()
-        .find_map(|g| caps.name(g))
-        .map(|m| m.start())
-        .filter(|&v| v > start)
+    caps.name("val").map(|m| m.start()).filter(|&v| v > start)
 }
 
 fn any_line(_: &str) -> bool {

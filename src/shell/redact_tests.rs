@@ -160,6 +160,17 @@ fn a_declined_match_does_not_hide_a_secret_inside_it() {
     }
 }
 
+/// A declined assignment is not searched again from inside its value: that value runs to
+/// the end of the line and may hold `=`, so a line of `a=a=a=…` next to a secret key would
+/// be searched once per `=` from there (quadratic: over a minute for this line, debug build).
+#[test]
+fn a_long_line_of_declined_assignments_is_searched_once() {
+    let line = format!("TOKEN=abc123 {}\n", "a=".repeat(100_000));
+    let (out, n) = r(&line);
+    assert_eq!(n, 1);
+    assert!(out.starts_with("TOKEN=[REDACTED] a=a="));
+}
+
 #[test]
 fn counts_every_secret_and_is_idempotent() {
     let (ghp, akia) = (fake("ghp_", "a1B2", 9), fake("AKIA", "Q7Z", 5) + "X");
