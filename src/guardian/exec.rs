@@ -52,8 +52,9 @@ impl OutputLog {
     }
 
     pub fn append(&mut self, bytes: &[u8]) {
-        if let Some(f) = self.journal.as_deref()
-            && let Err(e) = { f }.write_all(bytes)
+        // `&File` writes: the segment's descriptor is shared, not owned (`journals`).
+        if let Some(mut file) = self.journal.as_deref()
+            && let Err(e) = file.write_all(bytes)
         {
             // A full disk must not lose the answer: keep the window, report the journal.
             self.journal_error = Some(format!("journal write failed: {e}"));

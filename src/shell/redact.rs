@@ -250,13 +250,12 @@ impl Default for Redactor {
     }
 }
 
-/// Runs `regex` over `text`, replacing what `rewrite` rewrites and counting replacements.
-/// Every match of `regex` in `text` that `rewrite` accepts, replaced. A match it declines
-/// may hide a secret inside it (`Bearer Bearer <token>`: the first `Bearer` takes the
-/// second as its value, which is no token), so the search resumes where the declined
-/// match's one-token value (`val`) begins, not after its end. An assignment's value may
-/// hold `=` and run to the end of the line, so resuming inside it would make a line of
-/// `a=a=a=…` quadratic: those rules resume after the match, as before.
+/// Every match of `regex` in `text` that `rewrite` accepts, replaced and counted in `n`.
+/// A match it declines may hide a secret inside it (`Bearer Bearer <token>`: the first
+/// `Bearer` takes the second as its value, which is no token), so the search resumes
+/// where the declined match's one-token value (`val`) begins, not after its end. An
+/// assignment's value may hold `=` and run to the end of the line, so resuming inside it
+/// would make a line of `a=a=a=…` quadratic: those rules resume after the match.
 fn apply<'a>(regex: &Regex, rewrite: Rewrite, text: Cow<'a, str>, n: &mut usize) -> Cow<'a, str> {
     let mut out = String::new();
     // Bytes of `text` already copied into `out`, and where the next search starts.
