@@ -15,12 +15,17 @@ use super::sigchld::WakePipe;
 use super::waiter::{WaitKind, Waiter};
 use crate::deadline::Deadline;
 use crate::wire::Hello;
-use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, SecretValues, Wait};
+use crate::wire::guardian::{GuardianError, PROTOCOL, Request, Response, SecretValues};
+use crossbeam_channel::Sender;
 use nix::libc;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
+
+mod driving;
+mod waits;
+pub use driving::{InProcessLoop, Shared, drive};
 
 /// Connections allowed to wait for their hello at once.
 const MAX_GREETING: usize = 64;
@@ -72,6 +77,17 @@ pub struct EventLoop {
     poll_set: PollSet,
     /// Our process id, for `Expect` (asked once: `getpid` is a system call each time).
     pid: u32,
+    /// Callers on this process's threads awaiting an answer (`driving::InProcessLoop`),
+    /// by client number: their answers go down these channels, not to a socket.
+    in_process: HashMap<u64, Sender<Response>>,
+}
+
+/// One turn of the loop between its two halves: what is polled, for how long, and
+/// whether idle-time work waits.
+struct Turn {
+    set: PollSet,
+    timeout: i32,
+    chores: bool,
 }
 
 impl EventLoop {
@@ -100,6 +116,7 @@ impl EventLoop {
             read_buf: vec![0; READ_CHUNK],
             poll_set: PollSet::default(),
             pid: std::process::id(),
+            in_process: HashMap::new(),
         })
     }
 
@@ -123,77 +140,82 @@ impl EventLoop {
         v
     }
 
-    /// Run until `Shutdown` or a failed first start.
-    pub fn run(mut self) {
-        while !self.stop {
-            // Refilled in place (see `poll_set`); put back at the end of the turn.
-            let mut set = std::mem::take(&mut self.poll_set);
-            set.start(self.wake.read.as_raw_fd(), self.listener.as_raw_fd());
-            self.session.masters_into(&mut set.masters);
-            set.clients.extend(self.clients.keys());
-            set.enter(|id| {
-                let c = &self.clients[&id];
-                (c.stream.as_raw_fd(), c.wants_write())
-            });
-            // Idle-time work (the journals) only when nothing is ready: a look without
-            // waiting first, one piece of work per look.
-            let chores = self.session.has_chores();
-            let timeout = if chores { 0 } else { self.poll_timeout() };
-            let fds = &mut set.fds;
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-            if n < 0 && nix::Error::last() != nix::Error::EINTR {
-                log::error!("poll failed: {}", nix::Error::last());
-                break;
+    /// A turn's first half, under the loop's lock: what to poll, for how long, and whether
+    /// idle-time work (the journals) waits: then the look is without waiting, and one
+    /// piece of that work is done per look that finds nothing.
+    fn begin_turn(&mut self) -> Turn {
+        // Refilled in place (see `poll_set`); put back at the end of the turn.
+        let mut set = std::mem::take(&mut self.poll_set);
+        set.start(self.wake.read.as_raw_fd(), self.listener.as_raw_fd());
+        self.session.masters_into(&mut set.masters);
+        set.clients.extend(self.clients.keys());
+        set.enter(|id| {
+            let c = &self.clients[&id];
+            (c.stream.as_raw_fd(), c.wants_write())
+        });
+        let chores = self.session.has_chores();
+        let timeout = if chores { 0 } else { self.poll_timeout() };
+        Turn {
+            set,
+            timeout,
+            chores,
+        }
+    }
+
+    /// A turn's second half, under the loop's lock: handle what `poll` found (`n` ready).
+    fn end_turn(&mut self, turn: Turn, n: i32) {
+        let Turn { set, chores, .. } = turn;
+        if chores && n == 0 {
+            self.session.chore();
+        }
+        if set.fds[WAKE].revents != 0 {
+            self.wake.drain();
+            if self.session.reap_background() {
+                self.check_startup_failure();
             }
-            if chores && n == 0 {
-                self.session.chore();
-            }
-            if set.fds[WAKE].revents != 0 {
-                self.wake.drain();
-                if self.session.reap_background() {
-                    self.check_startup_failure();
-                }
-                if self.subreaper {
-                    reaper::reap_strays(&self.session.own_pids());
-                }
-            }
-            // Clients first: a request waiting behind a chunk of flood output is served
-            // in this wake-up, not after it.
-            for (i, id) in set.clients.iter().enumerate() {
-                let revents = set.client_events(i);
-                if revents & libc::POLLOUT != 0 {
-                    self.flush_client(*id);
-                }
-                if revents & !libc::POLLOUT != 0 {
-                    self.read_client(*id);
-                }
-            }
-            if set.fds[LISTENER].revents != 0 {
-                self.accept();
-            }
-            for (i, (bg, fd)) in set.masters.iter().enumerate() {
-                if set.master_events(i) != 0 {
-                    self.read_master(bg.as_deref(), *fd);
-                }
-            }
-            self.poll_set = set;
-            let act = self.session.recheck_marker();
-            self.on_activity(act);
-            if self.on_ready.is_some() && self.startup.expired() {
-                self.fail_startup("the shell printed no prompt in time".into());
-            }
-            self.session.expire_tombstones();
-            self.session.observe_prompts();
-            self.answer_waiters();
-            if let Some(grace) = self.terminating
-                && ((self.session.reap_all() && self.session_processes().is_empty())
-                    || grace.expired())
-            {
-                self.stop = true;
+            if self.subreaper {
+                reaper::reap_strays(&self.session.own_pids());
             }
         }
+        // Clients first: a request waiting behind a chunk of flood output is served
+        // in this wake-up, not after it.
+        for (i, id) in set.clients.iter().enumerate() {
+            let revents = set.client_events(i);
+            if revents & libc::POLLOUT != 0 {
+                self.flush_client(*id);
+            }
+            if revents & !libc::POLLOUT != 0 {
+                self.read_client(*id);
+            }
+        }
+        if set.fds[LISTENER].revents != 0 {
+            self.accept();
+        }
+        for (i, (bg, fd)) in set.masters.iter().enumerate() {
+            if set.master_events(i) != 0 {
+                self.read_master(bg.as_deref(), *fd);
+            }
+        }
+        self.poll_set = set;
+        let act = self.session.recheck_marker();
+        self.on_activity(act);
+        if self.on_ready.is_some() && self.startup.expired() {
+            self.fail_startup("the shell printed no prompt in time".into());
+        }
+        self.session.expire_tombstones();
+        self.session.observe_prompts();
+        self.answer_waiters();
+        if let Some(grace) = self.terminating
+            && ((self.session.reap_all() && self.session_processes().is_empty()) || grace.expired())
+        {
+            self.stop = true;
+        }
+    }
+
+    /// After the last turn: end the shell, then whatever survived SIGTERM and the grace,
+    /// detached or not.
+    fn finish(&mut self) {
         self.session.shutdown();
-        // What survived SIGTERM and the grace, detached or not.
         reaper::signal_all(&self.session_processes(), libc::SIGKILL);
         if self.subreaper {
             reaper::reap_strays(&self.session.own_pids());
@@ -277,7 +299,7 @@ impl EventLoop {
                 .collect();
             self.waiters.retain(|w| !matches!(w.kind, WaitKind::Reset));
             for c in ready {
-                self.respond(c, &Response::Snapshot(self.session.snapshot()));
+                self.respond(c, Response::Snapshot(self.session.snapshot()));
             }
         }
     }
@@ -389,11 +411,11 @@ impl EventLoop {
 
     fn handle(&mut self, client: u64, req: Request) {
         match req {
-            Request::Snapshot => self.respond(client, &Response::Snapshot(self.session.snapshot())),
+            Request::Snapshot => self.respond(client, Response::Snapshot(self.session.snapshot())),
             Request::Run {
                 expect: Some(e), ..
             } if !e.holds(self.pid, self.session.clocks.created_ms, &self.session.cwd) => {
-                self.respond(client, &Response::Stale(self.session.snapshot()))
+                self.respond(client, Response::Stale(self.session.snapshot()))
             }
             Request::Run {
                 command,
@@ -403,7 +425,7 @@ impl EventLoop {
                 ..
             } => match self.session.run_foreground(&command, scope) {
                 Ok(()) => self.wait_for(client, None, wait),
-                Err(e) => self.respond(client, &Response::Error(e)),
+                Err(e) => self.respond(client, Response::Error(e)),
             },
             Request::Run {
                 command,
@@ -413,21 +435,21 @@ impl EventLoop {
                 ..
             } => match self.session.run_background(&command, scope) {
                 Ok(id) => self.wait_for(client, Some(id), wait),
-                Err(e) => self.respond(client, &Response::Error(e)),
+                Err(e) => self.respond(client, Response::Error(e)),
             },
             Request::Status { bg_id, wait } => {
                 if let Some(id) = &bg_id
                     && !self.session.bg.contains_key(id)
                 {
                     let e = GuardianError::NoSuchBackgroundCommand { bg_id: id.clone() };
-                    return self.respond(client, &Response::Error(e));
+                    return self.respond(client, Response::Error(e));
                 }
                 self.wait_for(client, bg_id, wait)
             }
             Request::Input { bytes, bg_id, wait } => {
                 match self.session.input(bg_id.as_deref(), &bytes) {
                     Ok(()) => self.wait_for(client, bg_id, wait),
-                    Err(e) => self.respond(client, &Response::Error(e)),
+                    Err(e) => self.respond(client, Response::Error(e)),
                 }
             }
             Request::Read { offset, wait } => self.waiters.push(Waiter::plain(
@@ -451,7 +473,7 @@ impl EventLoop {
             )),
             Request::Prompt(ask) => {
                 let reply = self.session.prompt(&ask);
-                self.respond(client, &Response::Prompt(reply))
+                self.respond(client, Response::Prompt(reply))
             }
             Request::PromptStatus { key, seen, wait } => self.waiters.push(Waiter::plain(
                 client,
@@ -460,20 +482,20 @@ impl EventLoop {
             )),
             Request::CodexTargets => {
                 let targets = self.codex.list(&self.session);
-                self.respond(client, &Response::CodexTargets { targets })
+                self.respond(client, Response::CodexTargets { targets })
             }
             Request::CodexAdmit(ask) => {
                 let reply = self.codex.admit(&mut self.session, &ask);
-                self.respond(client, &Response::CodexAdmitted(reply))
+                self.respond(client, Response::CodexAdmitted(reply))
             }
             Request::Secrets { learn } => {
                 self.session.secrets.learn_all(&learn.0);
                 let values = SecretValues(self.session.secrets.values().to_vec());
-                self.respond(client, &Response::Secrets { values })
+                self.respond(client, Response::Secrets { values })
             }
             Request::Screen { lines, diff } => {
                 let r = self.session.screen(lines, diff);
-                self.respond(client, &r)
+                self.respond(client, r)
             }
             Request::Reset => match self.session.reset() {
                 Ok(()) => self.waiters.push(Waiter::plain(
@@ -481,10 +503,10 @@ impl EventLoop {
                     WaitKind::Reset,
                     Deadline::after("shell start", SHELL_START_TIMEOUT),
                 )),
-                Err(detail) => self.respond(client, &Response::Error(GuardianError::Io { detail })),
+                Err(detail) => self.respond(client, Response::Error(GuardianError::Io { detail })),
             },
             Request::Shutdown => {
-                self.respond(client, &Response::Done);
+                self.respond(client, Response::Done);
                 let _ = std::fs::remove_file(&self.socket);
                 self.session.terminate_groups();
                 self.doomed = self.session_processes();
@@ -494,99 +516,14 @@ impl EventLoop {
         }
     }
 
-    fn wait_for(&mut self, client: u64, bg: Option<String>, wait: Wait) {
-        let seen_total = self.session.output_total(bg.as_deref());
-        self.waiters.push(Waiter {
-            client,
-            kind: WaitKind::Action { bg },
-            deadline: Deadline::after("wait", Duration::from_millis(wait.timeout_ms)),
-            settle: wait.settle_ms.map(Duration::from_millis),
-            seen_total,
-            settle_at: None,
-        });
-    }
-
-    fn answer_waiters(&mut self) {
-        let mut done = Vec::new();
-        for (i, w) in self.waiters.iter_mut().enumerate() {
-            match &w.kind {
-                WaitKind::Reset => {
-                    if w.deadline.expired() {
-                        done.push(i);
-                    }
-                }
-                WaitKind::Read { offset } => {
-                    if self.session.transcript.total() > *offset || w.deadline.expired() {
-                        done.push(i);
-                    }
-                }
-                WaitKind::Watch { after, .. } => {
-                    if self.session.activity.seq > *after || w.deadline.expired() {
-                        done.push(i);
-                    }
-                }
-                WaitKind::Prompt { key, seen } => {
-                    if seen.as_ref() != Some(&self.session.prompt_status(key))
-                        || w.deadline.expired()
-                    {
-                        done.push(i);
-                    }
-                }
-                WaitKind::Action { bg } => {
-                    let total = self.session.output_total(bg.as_deref());
-                    if let Some(settle) = w.settle
-                        && total != w.seen_total
-                    {
-                        w.seen_total = total;
-                        w.settle_at = Some(Deadline::after("output settle", settle));
-                    }
-                    if self.session.target_finished(bg.as_deref())
-                        || w.deadline.expired()
-                        || w.settle_at.is_some_and(|s| s.expired())
-                    {
-                        done.push(i);
-                    }
-                }
-            }
+    fn respond(&mut self, client: u64, resp: Response) {
+        if let Some(caller) = self.in_process.remove(&client) {
+            // Gone only when the caller gave up; its waiter is answered all the same.
+            let _ = caller.send(resp);
+            return;
         }
-        // A command's own answer goes out before any watcher's facts: the caller is waiting
-        // on it, and building facts (with a screen) is the dearer of the two.
-        let mut ready: Vec<Waiter> = done
-            .into_iter()
-            .rev()
-            .map(|i| self.waiters.remove(i))
-            .collect();
-        ready.sort_by_key(|w| !matches!(w.kind, WaitKind::Action { .. }));
-        for w in ready {
-            let resp = match w.kind {
-                WaitKind::Action { bg } => self.session.deliver(bg.as_deref()),
-                WaitKind::Read { offset } => {
-                    let (text, next, skipped) =
-                        self.session.transcript.read_from(offset, READ_REPLY_MAX);
-                    Response::Output {
-                        text,
-                        next,
-                        skipped,
-                        secrets: SecretValues(self.session.secrets.values().to_vec()),
-                    }
-                }
-                WaitKind::Watch { screen, known, .. } => {
-                    Response::Facts(self.session.facts(screen, known))
-                }
-                WaitKind::Prompt { key, .. } => {
-                    Response::PromptStatus(self.session.prompt_status(&key))
-                }
-                WaitKind::Reset => Response::Error(GuardianError::Io {
-                    detail: "the new shell printed no prompt in time".into(),
-                }),
-            };
-            self.respond(w.client, &resp);
-        }
-    }
-
-    fn respond(&mut self, client: u64, resp: &Response) {
         let failed = match self.clients.get_mut(&client) {
-            Some(c) => c.send(resp).is_err(),
+            Some(c) => c.send(&resp).is_err(),
             None => false,
         };
         if failed {

@@ -28,7 +28,7 @@ mod waiter;
 use crate::deadline::Deadline;
 use crossbeam_channel::{bounded, select};
 use event_loop::EventLoop;
-pub use event_loop::SHELL_START_TIMEOUT;
+pub use event_loop::{InProcessLoop, SHELL_START_TIMEOUT};
 use session::Session;
 pub use shell::{Dialect, ShellSpec};
 use std::fs;
@@ -50,8 +50,9 @@ fn prepare(spec: &ShellSpec, socket: &Path) -> Result<(UnixListener, Session), S
     Ok((listener, session))
 }
 
-/// Start a guardian on a thread of this process and wait until its shell is ready.
-pub fn spawn_embedded(spec: ShellSpec, socket: &Path) -> Result<(), String> {
+/// Start a guardian on a thread of this process and wait until its shell is ready. The
+/// answer reaches its loop without the socket, for the requests it serves in process.
+pub fn spawn_embedded(spec: ShellSpec, socket: &Path) -> Result<InProcessLoop, String> {
     let (listener, session) = prepare(&spec, socket)?;
     let (tx, rx) = bounded::<Result<(), String>>(1);
     let lp = EventLoop::new(
@@ -62,12 +63,14 @@ pub fn spawn_embedded(spec: ShellSpec, socket: &Path) -> Result<(), String> {
             let _ = tx.send(r);
         }),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())?
+    .shared();
     let socket_owned = socket.to_path_buf();
+    let driven = lp.clone();
     std::thread::Builder::new()
         .name("guardian".into())
         .spawn(move || {
-            lp.run();
+            event_loop::drive(&driven);
             let _ = fs::remove_file(socket_owned);
         })
         .map_err(|e| e.to_string())?;
@@ -78,7 +81,8 @@ pub fn spawn_embedded(spec: ShellSpec, socket: &Path) -> Result<(), String> {
     select! {
         recv(rx) -> r => r.unwrap_or_else(|_| Err("the guardian stopped during startup".into())),
         recv(deadline.receiver()) -> _ => Err(format!("{} timed out", deadline.name())),
-    }
+    }?;
+    Ok(InProcessLoop(lp))
 }
 
 /// Run as the `winx-guardian` process: serve until shut down. `ready` is called once with

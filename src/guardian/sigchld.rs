@@ -29,7 +29,7 @@ extern "C" fn on_sigchld(_: libc::c_int) {
 /// A registered wake pipe; unregisters on drop.
 pub struct WakePipe {
     pub read: OwnedFd,
-    _write: OwnedFd,
+    write: OwnedFd,
     slot: Option<usize>,
 }
 
@@ -54,9 +54,17 @@ impl WakePipe {
         }
         Ok(WakePipe {
             read: r,
-            _write: w,
+            write: w,
             slot,
         })
+    }
+
+    /// Wake the loop polling this pipe (from another thread of the process). A full pipe
+    /// already wakes it, so a failed write loses nothing.
+    pub fn poke(&self) {
+        let byte = 1u8;
+        // SAFETY: a one-byte write from a local onto our own non-blocking pipe.
+        unsafe { libc::write(self.write.as_raw_fd(), (&byte as *const u8).cast(), 1) };
     }
 
     /// Empty the pipe after a wake-up.

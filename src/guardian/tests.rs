@@ -2,13 +2,14 @@
 
 use super::*;
 use crate::ipc::GuardianClient;
-use crate::wire::guardian::{ActionResult, ProcessStatus, Request, Response, Wait};
+use crate::wire::guardian::{ActionResult, GuardianError, ProcessStatus, Request, Response, Wait};
 use std::time::Duration;
 
 struct Fixture {
     _tmp: tempfile::TempDir,
     client: GuardianClient,
     ws: String,
+    socket: std::path::PathBuf,
 }
 
 impl Drop for Fixture {
@@ -17,7 +18,14 @@ impl Drop for Fixture {
     }
 }
 
+/// A guardian on a thread, called through its socket (as winxd's guardians are).
 fn start() -> Fixture {
+    start_embedded(false)
+}
+
+/// A guardian on a thread, called through its socket or, for what it serves that way,
+/// in process (as the embedded runtime calls it).
+fn start_embedded(in_process: bool) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
@@ -36,11 +44,16 @@ fn start() -> Fixture {
         temp_dir: None,
     };
     let socket = tmp.path().join("g.sock");
-    spawn_embedded(spec, &socket).unwrap();
+    let lp = spawn_embedded(spec, &socket).unwrap();
+    let client = GuardianClient::new(&socket);
     Fixture {
-        client: GuardianClient::new(&socket),
+        client: match in_process {
+            true => client.in_process(std::sync::Arc::new(lp)),
+            false => client,
+        },
         _tmp: tmp,
         ws,
+        socket,
     }
 }
 
@@ -124,4 +137,130 @@ fn a_run_whose_expectation_no_longer_holds_is_not_run() {
         other => panic!("{other:?}"),
     }
     assert!(std::path::Path::new(&marker).exists());
+}
+
+fn run_waiting(
+    f: &Fixture,
+    cmd: &str,
+    timeout_ms: u64,
+) -> Result<Response, crate::ipc::ClientError> {
+    let req = Request::Run {
+        command: cmd.into(),
+        background: false,
+        wait: wait(timeout_ms),
+        scope: None,
+        expect: None,
+    };
+    f.client.call(&req, Duration::from_millis(timeout_ms))
+}
+
+/// With the socket moved away, a foreground command still runs: it never touched it.
+#[test]
+fn an_embedded_guardian_runs_foreground_commands_in_process() {
+    let f = start_embedded(true);
+    let away = f.socket.with_extension("away");
+    std::fs::rename(&f.socket, &away).unwrap();
+    let r = run(&f, "echo hello");
+    assert_eq!(r.state.exit_code, Some(0));
+    assert_eq!(r.output.replace('\r', ""), "hello\n");
+    assert_eq!(run(&f, "false").state.exit_code, Some(1));
+    // Everything else still goes over the socket.
+    let snapshot = f.client.call(&Request::Snapshot, Duration::from_secs(5));
+    assert!(snapshot.is_err(), "{snapshot:?}");
+    std::fs::rename(&away, &f.socket).unwrap();
+    assert!(matches!(
+        f.client.call(&Request::Snapshot, Duration::from_secs(5)),
+        Ok(Response::Snapshot(_))
+    ));
+}
+
+/// A caller's wait ends on its own deadline, and a second foreground command is refused
+/// while the first runs, exactly as over the socket.
+#[test]
+fn an_in_process_wait_ends_on_time_and_one_command_runs_at_once() {
+    let f = start_embedded(true);
+    // A first command, so the journals' idle-time work (which makes the loop look
+    // without waiting) is done when the silent one starts.
+    run(&f, "true");
+    let clock = crate::deadline::Stopwatch::start();
+    let Ok(Response::Action(r)) = run_waiting(&f, "sleep 30", 300) else {
+        panic!("no answer");
+    };
+    assert_eq!(r.state.process_status, ProcessStatus::Running);
+    assert!(
+        clock.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        clock.elapsed()
+    );
+    match run_waiting(&f, "echo second", 0) {
+        Ok(Response::Error(GuardianError::CommandAlreadyRunning { .. })) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A command started in process wakes a watcher waiting on the socket, at once.
+#[test]
+fn a_command_started_in_process_answers_a_socket_watcher() {
+    let f = start_embedded(true);
+    let seq = f.client.facts(0, Duration::ZERO, u64::MAX).unwrap().seq;
+    let watcher = GuardianClient::new(&f.socket);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let watching = std::thread::spawn(move || {
+        let _ = tx.send(watcher.facts(seq, Duration::from_secs(20), u64::MAX));
+    });
+    // A silent command with a wait of 0: no output wakes the loop's thread, so the
+    // watcher (when its watch was in before the command) is answered by the caller.
+    let Ok(Response::Action(r)) = run_waiting(&f, "sleep 30", 0) else {
+        panic!("no answer");
+    };
+    assert_eq!(r.state.process_status, ProcessStatus::Running);
+    let facts = rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert!(facts.seq > seq);
+    watching.join().unwrap();
+}
+
+/// A caller waiting in process when the guardian ends is told at once, not at the end
+/// of its wait.
+#[test]
+fn an_in_process_caller_hears_the_guardian_end() {
+    let f = start_embedded(true);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let client = f.client.clone();
+    let caller = std::thread::spawn(move || {
+        let req = Request::Run {
+            command: "sleep 60".into(),
+            background: false,
+            wait: wait(60_000),
+            scope: None,
+            expect: None,
+        };
+        let _ = tx.send(client.call(&req, Duration::from_secs(60)));
+    });
+    // Synchronised on the guardian's own account of the command (a long-poll on its
+    // activity), not on time.
+    let mut seq = 0;
+    loop {
+        let facts = f
+            .client
+            .facts(seq, Duration::from_secs(10), u64::MAX)
+            .unwrap();
+        assert!(facts.seq > seq, "the command never started");
+        if !facts.executions.is_empty() {
+            break;
+        }
+        seq = facts.seq;
+    }
+    let clock = crate::deadline::Stopwatch::start();
+    let _ = f.client.call(&Request::Shutdown, Duration::from_secs(5));
+    let answer = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        clock.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        clock.elapsed()
+    );
+    match answer {
+        Ok(Response::Action(_)) | Err(crate::ipc::ClientError::Gone(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    caller.join().unwrap();
 }

@@ -262,15 +262,14 @@ impl Runtime {
                     .into_owned(),
             ),
         };
-        let socket = match self.cfg.kind {
+        let client = match self.cfg.kind {
             RuntimeKind::Embedded => {
-                guardian::spawn_embedded(spec, &socket)
+                let lp = guardian::spawn_embedded(spec, &socket)
                     .map_err(|e| RuntimeError::start_failed("embedded guardian start", e))?;
-                socket
+                GuardianClient::new(&socket).in_process(std::sync::Arc::new(lp))
             }
-            RuntimeKind::Daemon => self.ensure_via_daemon(key, &spec)?,
+            RuntimeKind::Daemon => GuardianClient::new(&self.ensure_via_daemon(key, &spec)?),
         };
-        let client = GuardianClient::new(&socket);
         self.guardians
             .lock()
             .insert(key.to_string(), client.clone());
