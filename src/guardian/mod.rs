@@ -51,7 +51,7 @@ fn prepare(spec: &ShellSpec, socket: &Path) -> Result<(UnixListener, Session), S
 }
 
 /// Start a guardian on a thread of this process and wait until its shell is ready. The
-/// answer reaches its loop without the socket, for the requests it serves in process.
+/// loop it returns serves a foreground command without the socket (`InProcessLoop`).
 pub fn spawn_embedded(spec: ShellSpec, socket: &Path) -> Result<InProcessLoop, String> {
     let (listener, session) = prepare(&spec, socket)?;
     let (tx, rx) = bounded::<Result<(), String>>(1);
