@@ -366,25 +366,40 @@ pub fn run(args: &[&str]) -> std::process::Output {
         .expect("run winx-code-agent")
 }
 
-/// SIGKILL every process whose command line mentions `path` (the winxd and guardians a
-/// test started under its private runtime directory), and their process groups.
+/// SIGKILL every process whose command line or environment mentions `path` (the winxd
+/// and guardians a test started under its private directories), and their process
+/// groups. The environment catches a child forked by a dying adapter but not yet exec'd
+/// (its command line is still the adapter's: a winxd started in that instant outlived
+/// the test once). Passes repeat until one finds nothing, so a process forked while a
+/// pass ran is found by the next.
 pub fn kill_processes_mentioning(path: &std::path::Path) {
     let needle = path.to_string_lossy().into_owned();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
+    let mentions = |proc_dir: &std::path::Path, file: &str| {
+        std::fs::read(proc_dir.join(file))
+            .is_ok_and(|b| String::from_utf8_lossy(&b).contains(&needle))
     };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
+    for _ in 0..100 {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
         };
-        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(&needle) {
-            unsafe {
-                nix::libc::kill(-pid, nix::libc::SIGKILL);
-                nix::libc::kill(pid, nix::libc::SIGKILL);
+        let mut found = false;
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            if pid == std::process::id() as i32 {
+                continue;
             }
+            if mentions(&e.path(), "cmdline") || mentions(&e.path(), "environ") {
+                found = true;
+                unsafe {
+                    nix::libc::kill(-pid, nix::libc::SIGKILL);
+                    nix::libc::kill(pid, nix::libc::SIGKILL);
+                }
+            }
+        }
+        if !found {
+            return;
         }
     }
 }
