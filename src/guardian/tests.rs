@@ -154,9 +154,10 @@ fn run_waiting(
     f.client.call(&req, Duration::from_millis(timeout_ms))
 }
 
-/// With the socket moved away, a foreground command still runs: it never touched it.
+/// With the socket moved away, what a command's path asks still works (a foreground
+/// command, its status, its input, the session's snapshot): none of it touched the socket.
 #[test]
-fn an_embedded_guardian_runs_foreground_commands_in_process() {
+fn an_embedded_guardian_serves_a_commands_path_in_process() {
     let f = start_embedded(true);
     let away = f.socket.with_extension("away");
     std::fs::rename(&f.socket, &away).unwrap();
@@ -164,13 +165,45 @@ fn an_embedded_guardian_runs_foreground_commands_in_process() {
     assert_eq!(r.state.exit_code, Some(0));
     assert_eq!(r.output.replace('\r', ""), "hello\n");
     assert_eq!(run(&f, "false").state.exit_code, Some(1));
+    match f.client.call(&Request::Snapshot, Duration::from_secs(5)) {
+        Ok(Response::Snapshot(s)) => assert_eq!(s.cwd, f.ws),
+        other => panic!("{other:?}"),
+    }
+    let Ok(Response::Action(r)) = run_waiting(&f, "read x; echo got $x", 0) else {
+        panic!("no answer");
+    };
+    assert_eq!(r.state.process_status, ProcessStatus::Running);
+    let status = Request::Status {
+        bg_id: None,
+        wait: wait(0),
+    };
+    match f.client.call(&status, Duration::ZERO) {
+        Ok(Response::Action(r)) => assert_eq!(r.state.process_status, ProcessStatus::Running),
+        other => panic!("{other:?}"),
+    }
+    let input = Request::Input {
+        bytes: b"hello\n".to_vec(),
+        bg_id: None,
+        wait: wait(10_000),
+    };
+    match f.client.call(&input, Duration::from_secs(10)) {
+        Ok(Response::Action(r)) => {
+            assert_eq!(r.state.exit_code, Some(0));
+            assert!(r.output.contains("got hello"), "{:?}", r.output);
+        }
+        other => panic!("{other:?}"),
+    }
     // Everything else still goes over the socket.
-    let snapshot = f.client.call(&Request::Snapshot, Duration::from_secs(5));
-    assert!(snapshot.is_err(), "{snapshot:?}");
+    let read = Request::Read {
+        offset: 0,
+        wait: wait(0),
+    };
+    let answer = f.client.call(&read, Duration::from_secs(5));
+    assert!(answer.is_err(), "{answer:?}");
     std::fs::rename(&away, &f.socket).unwrap();
     assert!(matches!(
-        f.client.call(&Request::Snapshot, Duration::from_secs(5)),
-        Ok(Response::Snapshot(_))
+        f.client.call(&read, Duration::from_secs(5)),
+        Ok(Response::Output { .. })
     ));
 }
 

@@ -283,9 +283,14 @@ fn main() {
     let raw = raw_pty_round_trips(&sb);
     let temporary = temporary_overhead(&sb);
 
-    // 3. A flooding PTY (daemon runtime, a session of its own).
+    // 3. A flooding PTY, a session of its own in each runtime (embedded: Ctrl-C reaches
+    //    the loop in process, between two of its turns).
     let mut client = Client::start(sb.server("daemon"));
     let flooded = flood(&mut client, &sb.dir.path().join("flood"));
+    drop(client);
+    sb.kill_leftovers();
+    let mut client = Client::start(sb.server("embedded"));
+    let flooded_embedded = flood(&mut client, &sb.dir.path().join("flood-embedded"));
     drop(client);
     sb.kill_leftovers();
 
@@ -332,6 +337,27 @@ fn main() {
     let reach = ms(flooded.ctrl_c_reach);
     r.add("flood.ctrl_c.reach", reach, "ms", Some(FLOOD_CTRL_C_MS));
     r.add("flood.ctrl_c.answer", ms(flooded.ctrl_c_answer), "ms", None);
+    let e = &flooded_embedded;
+    let p99 = e.calls.pct(99.0);
+    r.add(
+        "flood.embedded.call.p99",
+        p99,
+        "ms",
+        Some(FLOOD_CALL_P99_MS),
+    );
+    let reach = ms(e.ctrl_c_reach);
+    r.add(
+        "flood.embedded.ctrl_c.reach",
+        reach,
+        "ms",
+        Some(FLOOD_CTRL_C_MS),
+    );
+    r.add(
+        "flood.embedded.ctrl_c.answer",
+        ms(e.ctrl_c_answer),
+        "ms",
+        None,
+    );
 
     // 4. Idle memory (the largest guardian, should there be several).
     for (role, found, target) in [

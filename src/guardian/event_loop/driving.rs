@@ -1,8 +1,8 @@
 //! Driving the loop. Its thread takes turns: the first half under the loop's lock, the
 //! `poll` with the lock released, the second half under the lock again. Between two
-//! halves, a caller on another thread of an embedded guardian's process may start a
-//! foreground command itself (`InProcessLoop`): it writes the command to the shell's
-//! PTY under the lock and waits for the answer on a channel. The loop's thread, asleep
+//! halves, a caller on another thread of an embedded guardian's process may act itself
+//! (`InProcessLoop`): it writes a command (or input) to a PTY under the lock and waits
+//! for the answer on a channel. The loop's thread, asleep
 //! in `poll` on that PTY, wakes to the command's output as it does for any other and
 //! sends the answer. The socket's two hops (caller → loop, loop → caller, each a
 //! wake-up, a frame written and parsed) become one channel send.
@@ -82,8 +82,10 @@ pub fn drive(shared: &Mutex<Option<EventLoop>>) {
 }
 
 /// An embedded guardian's loop, reached from this process's threads without its
-/// socket, for the one request on every command's path: a foreground `Run`. Everything
-/// else goes over the socket as before.
+/// socket for the requests on a command's path: a foreground `Run`, `Status`, `Input` and
+/// `Snapshot`. They only write to a PTY the loop already polls, register a waiter or
+/// read the session. Everything else (background starts, resets, shutdown, watches,
+/// reads, Codex requests) goes over the socket as before.
 pub struct InProcessLoop(pub Shared);
 
 impl InProcessLoop {
@@ -98,7 +100,10 @@ impl InProcessLoop {
         lp.next_client += 1;
         let id = lp.next_client;
         lp.in_process.insert(id, tx);
-        lp.session.touch();
+        // A snapshot is an observation, not session activity (as on the socket).
+        if !matches!(req, Request::Snapshot) {
+            lp.session.touch();
+        }
         lp.handle(id, req.clone());
         // As the loop's turn would after a request: a wait of 0 is answered now, and
         // watchers see the new command.
@@ -130,17 +135,23 @@ fn ended() -> ClientError {
 
 impl InProcess for InProcessLoop {
     fn call(&self, req: &Request, _wait: Duration) -> Option<Result<Response, ClientError>> {
-        let Request::Run {
-            background: false,
-            wait,
-            ..
-        } = req
-        else {
-            return None;
+        let wait_ms = match req {
+            Request::Run {
+                background: false,
+                wait,
+                ..
+            }
+            | Request::Status { wait, .. }
+            | Request::Input { wait, .. } => wait.timeout_ms,
+            Request::Snapshot => 0,
+            _ => return None,
         };
         // Built after the waiter's own deadline: when this one passes, so has that one.
         let rx = self.start(req)?;
-        let deadline = Deadline::after("command wait", Duration::from_millis(wait.timeout_ms));
+        if let Ok(answer) = rx.try_recv() {
+            return Some(Ok(answer));
+        }
+        let deadline = Deadline::after("command wait", Duration::from_millis(wait_ms));
         select! {
             recv(rx) -> r => Some(r.map_err(|_| ended())),
             recv(deadline.receiver()) -> _ => Some(self.overdue(&rx)),
