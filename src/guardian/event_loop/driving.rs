@@ -57,7 +57,11 @@ pub fn drive(shared: &Mutex<Option<EventLoop>>) {
     let mut guard = shared.lock();
     while let Some(lp) = guard.as_mut().filter(|lp| !lp.stop) {
         let mut turn = lp.begin_turn();
-        let (n, err) = MutexGuard::unlocked(&mut guard, || {
+        // A fair unlock: a caller parked on the lock gets it now, before this thread's
+        // `poll` returns and takes it back. Under a flood the turns follow one another
+        // with only a `poll` between them, and a plain unlock let a caller wait for up
+        // to a second (debug build).
+        let (n, err) = MutexGuard::unlocked_fair(&mut guard, || {
             let fds = &mut turn.set.fds;
             // SAFETY: polls `fds.len()` entries of a vector we own.
             let n =
