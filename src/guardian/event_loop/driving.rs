@@ -2,10 +2,10 @@
 //! `poll` with the lock released, the second half under the lock again. Between two
 //! halves, a caller on another thread of an embedded guardian's process may act itself
 //! (`InProcessLoop`): it writes a command (or input) to a PTY under the lock and waits
-//! for the answer on a channel. The loop's thread, asleep
-//! in `poll` on that PTY, wakes to the command's output as it does for any other and
-//! sends the answer. The socket's two hops (caller → loop, loop → caller, each a
-//! wake-up, a frame written and parsed) become one channel send.
+//! for the answer on a channel. The loop's thread, asleep in `poll` on that PTY, wakes
+//! to the output as it does for any other and sends the answer. The socket's two hops
+//! (caller → loop, loop → caller, each a wake-up, a frame written and parsed) become one
+//! channel send.
 //!
 //! Invariants:
 //! - a caller never opens or closes a polled descriptor: the poll set of a turn stays
