@@ -393,20 +393,25 @@ impl EventLoop {
                 // One request at a time per connection.
                 return self.drop_client(id);
             }
-            // Observations (liveness probes, operator reads) are not session activity:
-            // they must never keep an idle session alive or make an old one look new.
-            if !matches!(
-                req,
-                Request::Snapshot | Request::Read { .. } | Request::Shutdown
-            ) {
-                self.session.touch();
-            }
-            self.handle(id, req);
+            self.take_request(id, req);
         }
         if self.clients.get(&id).is_some_and(|c| c.eof) {
             // Hung up: its waits have no one to answer.
             self.drop_client(id);
         }
+    }
+
+    /// Act on a client's request (from its socket or, in process, from its thread).
+    fn take_request(&mut self, client: u64, req: Request) {
+        // Observations (liveness probes, operator reads) are not session activity: they
+        // must never keep an idle session alive or make an old one look new.
+        if !matches!(
+            req,
+            Request::Snapshot | Request::Read { .. } | Request::Shutdown
+        ) {
+            self.session.touch();
+        }
+        self.handle(client, req);
     }
 
     fn handle(&mut self, client: u64, req: Request) {

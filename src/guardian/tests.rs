@@ -65,14 +65,7 @@ fn wait(ms: u64) -> Wait {
 }
 
 fn run(f: &Fixture, cmd: &str) -> ActionResult {
-    let req = Request::Run {
-        command: cmd.into(),
-        background: false,
-        wait: wait(10_000),
-        scope: None,
-        expect: None,
-    };
-    match f.client.call(&req, Duration::from_secs(10)).unwrap() {
+    match run_waiting(f, cmd, 10_000).unwrap() {
         Response::Action(a) => a,
         other => panic!("{other:?}"),
     }

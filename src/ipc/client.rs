@@ -36,7 +36,8 @@ pub const ANSWER_SLACK: Duration = Duration::from_secs(10);
 /// embedded runtime's `guardian::InProcessLoop`).
 pub trait InProcess: Send + Sync {
     /// The answer to `req` if this path serves it, `None` to send it over the socket.
-    fn call(&self, req: &Request, wait: Duration) -> Option<Result<Response, ClientError>>;
+    /// The request carries its own wait, which the guardian enforces.
+    fn call(&self, req: &Request) -> Option<Result<Response, ClientError>>;
 }
 
 /// A client's in-process path, if it has one.
@@ -309,7 +310,7 @@ impl GuardianClient {
 
     /// Send `req`, waiting up to `wait` plus slack for the answer.
     pub fn call(&self, req: &Request, wait: Duration) -> Result<Response, ClientError> {
-        if let Some(answer) = self.direct.as_ref().and_then(|d| d.0.call(req, wait)) {
+        if let Some(answer) = self.direct.as_ref().and_then(|d| d.0.call(req)) {
             return answer;
         }
         let (resp, c) = self.exchange(req, wait)?;

@@ -41,10 +41,11 @@ impl EventLoop {
         Arc::new(Mutex::new(Some(self)))
     }
 
-    /// Leave to the loop's thread what only it can finish: a socket answer the caller
-    /// could not write whole waits for `POLLOUT`, which the sleeping turn is not
-    /// polling for.
-    fn hand_back(&self) {
+    /// Answer the waiters that are due, from a caller's thread, and leave to the loop's
+    /// thread what only it can finish: a socket answer the caller could not write whole
+    /// waits for `POLLOUT`, which the sleeping turn is not polling for.
+    fn answer_as_caller(&mut self) {
+        self.answer_waiters();
         if self.clients.values().any(|c| c.wants_write()) {
             self.wake.poke();
         }
@@ -104,15 +105,10 @@ impl InProcessLoop {
         lp.next_client += 1;
         let id = lp.next_client;
         lp.in_process.insert(id, tx);
-        // A snapshot is an observation, not session activity (as on the socket).
-        if !matches!(req, Request::Snapshot) {
-            lp.session.touch();
-        }
-        lp.handle(id, req.clone());
+        lp.take_request(id, req.clone());
         // As the loop's turn would after a request: a wait of 0 is answered now, and
         // watchers see the new command.
-        lp.answer_waiters();
-        lp.hand_back();
+        lp.answer_as_caller();
         Some(rx)
     }
 
@@ -120,8 +116,7 @@ impl InProcessLoop {
     /// older timeout), then take the answer.
     fn overdue(&self, rx: &Receiver<Response>) -> Result<Response, ClientError> {
         if let Some(lp) = self.0.lock().as_mut() {
-            lp.answer_waiters();
-            lp.hand_back();
+            lp.answer_as_caller();
         }
         let slack = Deadline::after("in-process answer", ANSWER_SLACK);
         select! {
@@ -138,7 +133,7 @@ fn ended() -> ClientError {
 }
 
 impl InProcess for InProcessLoop {
-    fn call(&self, req: &Request, _wait: Duration) -> Option<Result<Response, ClientError>> {
+    fn call(&self, req: &Request) -> Option<Result<Response, ClientError>> {
         let wait_ms = match req {
             Request::Run {
                 background: false,
