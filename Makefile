@@ -9,8 +9,13 @@ MCP_SDK_VERSION := 2.3.0
 # The official MCP TypeScript SDK (what most desktop hosts embed), pinned the same way.
 TS_SDK_VERSION := 1.32.2
 NODE_SDK := target/node
+# The real agent hosts the host tests drive (tests/hosts_*.rs): npm packages whose native
+# binaries run offline against a scripted model on loopback. Pinned like the SDKs.
+CLAUDE_CODE_VERSION := 2.1.328
+CODEX_VERSION := 0.169.0
+HOSTS := target/hosts
 
-.PHONY: build run test lint fmt bench bench-peers peers venv node-sdk shells browser ctags clean
+.PHONY: build run test lint fmt bench bench-peers peers venv node-sdk hosts shells browser ctags clean
 
 build:
 	$(CARGO) build --release --bins
@@ -43,6 +48,18 @@ $(NODE_SDK)/.sdk-$(TS_SDK_VERSION):
 
 node-sdk: $(NODE_SDK)/.sdk-$(TS_SDK_VERSION)
 
+# Claude Code and Codex CLI from the npm registry (about 760 MB with their native
+# binaries, about 30 s); reinstalled only when a pinned version changes.
+$(HOSTS)/.hosts-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION): $(NODE_SDK)/.sdk-$(TS_SDK_VERSION)
+	mkdir -p $(HOSTS)
+	npm install --silent --no-audit --no-fund --prefix $(HOSTS) \
+		"@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)" "@openai/codex@$(CODEX_VERSION)"
+	$(HOSTS)/node_modules/.bin/claude --version
+	$(HOSTS)/node_modules/.bin/codex --version
+	touch $@
+
+hosts: $(HOSTS)/.hosts-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)
+
 # The zsh variants of tests/bash.rs need zsh: installed from Debian's packages when
 # missing (as root, else through sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -65,8 +82,9 @@ ctags:
 		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q universal-ctags >/dev/null; }
 	@ctags --version 2>/dev/null | grep -q Universal || { echo "Universal Ctags is required by the tests and could not be installed" >&2; exit 1; }
 
-test: lint venv node-sdk shells browser ctags
-	WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) $(CARGO) test
+test: lint venv node-sdk hosts shells browser ctags
+	WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) \
+		WINX_TEST_HOSTS=$(abspath $(HOSTS)) $(CARGO) test
 
 bench:
 	$(CARGO) bench --bench stdio
