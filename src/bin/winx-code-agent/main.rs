@@ -5,6 +5,7 @@
 mod guardian;
 mod winxd;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use winx::adapter::{LocalHandler, stdio};
@@ -116,6 +117,12 @@ fn serve_stdio(config: Config, usage: winx::usage::Sink) -> ExitCode {
         Arc::new(winx::mcp::Server::with_usage(&config, usage)),
         Arc::new(config),
     ));
+    // A person ran this (`make run`), not an MCP host, whose stdin is a pipe: say on
+    // stderr what runs and how to use and stop it. A host's stderr is often its log, so
+    // under a host nothing is printed.
+    if std::io::stdin().is_terminal() {
+        eprintln!("{}", terminal_greeting());
+    }
     // Two reader threads take turns on stdin, so it is shared (`Stdin`), not locked once.
     let input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin());
     match stdio::serve(input, std::io::stdout(), limits, handler) {
@@ -125,6 +132,20 @@ fn serve_stdio(config: Config, usage: winx::usage::Sink) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The one line `serve` on a terminal prints: what is served, how a client connects,
+/// how to stop.
+fn terminal_greeting() -> String {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "winx-code-agent".into());
+    format!(
+        "winx-code-agent {} is serving MCP on stdio (one JSON-RPC message per line); an MCP \
+         client connects by starting `{exe} serve` itself (README, \"Using it from an MCP \
+         client\"); Ctrl-D or Ctrl-C stops it",
+        winx::build_info::identity()
+    )
 }
 
 /// `serve --http`'s configuration: built in `main` (it reads the environment and the
