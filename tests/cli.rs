@@ -146,8 +146,8 @@ fn full_catalog_fits_the_context_budget() {
     let r = a.request("tools/list", json!({}));
     let bytes = serde_json::to_vec(&r).unwrap().len();
     assert!(
-        bytes <= 16 * 1024,
-        "tools/list is {bytes} bytes; the budget is 16 KiB"
+        bytes <= 18 * 1024,
+        "tools/list is {bytes} bytes; the budget is 18 KiB"
     );
     for t in r["result"]["tools"].as_array().unwrap() {
         let props = t["inputSchema"]["properties"].as_object().unwrap();

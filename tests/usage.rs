@@ -310,3 +310,38 @@ fn report_reads_what_the_server_wrote_without_touching_it() {
     assert_eq!(none.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&none.stderr).contains("no usage log"));
 }
+
+/// A host that closes stdin and sends SIGTERM at once (the MCP SDKs' shutdown) still finds
+/// the last call's `tool_call` line: the server drains the usage queue and exits with
+/// 128 + SIGTERM instead of dying by the signal. Before the fix the process died by the
+/// signal (no exit code) and the line was lost whenever the writer had not ticked yet.
+#[test]
+fn sigterm_right_after_a_call_keeps_its_usage_line() {
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("usage.jsonl");
+        let mut a = agent(dir.path(), &log, &[]);
+        let first = a.first_call();
+        let r = a.bash(&first, json!({"command": "echo usage-drain"}));
+        assert!(support::text(&r).contains("usage-drain"), "{r}");
+        a.close_stdin();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(a.pid() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = a.wait_exit(HARD_TIMEOUT).expect("the server exits");
+        // Either EOF won the race (a clean exit) or the signal did (128 + 15); never a
+        // death by the signal.
+        assert!(
+            status.success() || status.code() == Some(143),
+            "round {round}: {status:?}"
+        );
+        let calls: Vec<Value> = lines(&log)
+            .into_iter()
+            .filter(|l| l["event"] == "tool_call")
+            .collect();
+        assert_eq!(calls.len(), 2, "round {round}: {calls:?}");
+        assert_eq!(calls[1]["tool"], "BashCommand", "round {round}");
+    }
+}

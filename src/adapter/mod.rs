@@ -13,6 +13,7 @@ pub mod http;
 mod json_log;
 pub mod pool;
 pub mod progress;
+pub mod signals;
 pub mod stdio;
 pub mod writer;
 

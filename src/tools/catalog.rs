@@ -9,7 +9,7 @@ use super::name::ToolName;
 use serde_json::{Value, json};
 
 /// Upper bound for the serialised `tools/list` answer of the `full` profile.
-pub const CATALOG_BUDGET_BYTES: usize = 16 * 1024;
+pub const CATALOG_BUDGET_BYTES: usize = 18 * 1024;
 
 struct Annotations {
     read_only: bool,
@@ -95,8 +95,10 @@ fn initialize() -> Value {
         input,
         Annotations {
             read_only: false,
-            // reset_shell replaces the shell and ends whatever ran in it.
-            destructive: true,
+            // It binds a session and creates winx's own scratch directory; it deletes and
+            // overwrites nothing of the user's (reset_shell ends only the processes of
+            // the session's own shell, which the agent started).
+            destructive: false,
             idempotent: false,
             open_world: false,
         },
@@ -388,7 +390,9 @@ fn agent() -> Value {
         bound(props.as_object().cloned().unwrap_or_default(), &["action"]),
         Annotations {
             read_only: false,
-            destructive: true,
+            // Observation changes nothing; a prompt or admit adds a turn to another
+            // agent's conversation (overwriting nothing), and that agent acts on the world.
+            destructive: false,
             idempotent: false,
             open_world: true,
         },

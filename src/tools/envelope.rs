@@ -152,9 +152,20 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
-    /// The MCP `CallToolResult` value.
+    /// The MCP `CallToolResult` value. `structuredContent` is complete on its own: Claude
+    /// Code and Codex show the model only its JSON when it is present, so it carries the
+    /// text block verbatim as `text` (the last key: a host that cuts a long result in its
+    /// middle keeps the envelope and the text's end, where the tail of an output and the
+    /// status line are). The one exception is a result whose `data` already holds that
+    /// same text (`data.page.text` of an `Execution`/`Agent` read, `data.text` of a Herdr
+    /// read): it is not written twice.
     pub fn to_result(&self) -> Value {
-        let structured = serde_json::to_value(&self.envelope).unwrap_or(Value::Null);
+        let mut structured = serde_json::to_value(&self.envelope).unwrap_or(Value::Null);
+        if !self.data_holds_text()
+            && let Value::Object(map) = &mut structured
+        {
+            map.insert("text".into(), Value::String(self.text.clone()));
+        }
         let mut content = vec![json!({"type": "text", "text": self.text})];
         for (mime, data) in &self.images {
             content.push(json!({"type": "image", "data": data, "mimeType": mime}));
@@ -167,17 +178,30 @@ impl ToolOutput {
         result.insert("isError".into(), Value::Bool(is_error));
         Value::Object(result)
     }
+
+    /// Whether `data` holds the text block verbatim (see `to_result`).
+    fn data_holds_text(&self) -> bool {
+        let data = &self.envelope.data;
+        [&data["page"]["text"], &data["text"]]
+            .into_iter()
+            .any(|t| t.as_str() == Some(self.text.as_str()))
+    }
 }
 
 /// The one `outputSchema` every tool advertises. Kept terse on purpose: it is repeated
 /// for every tool in `tools/list`, which every agent pays for in context. It names the
-/// required envelope fields and lists `status`, the one property a host branches on; the
+/// required envelope fields, lists `status`, the one property a host branches on, and
+/// `text`, the property a host that shows only `structuredContent` reads; the
 /// others (`errorCode` string or null from the closed `ErrorCode::ALL`, `nextAction`
 /// object or null, `data` object, `retryable`, …) are documented in the README and allowed
 /// as extra properties. Describing `errorCode`, `nextAction` and `data` here cost 136
 /// bytes per tool (1.9 KiB of `tools/list`), which the `Agent` tool needed under the
 /// 16 KiB budget `tests/cli.rs` enforces. No type arrays, so hosts that map schemas to a
 /// single-type dialect accept it.
+/// What `text` is, once per tool in `tools/list` (so kept short).
+const TEXT_DESCRIPTION: &str =
+    "The text content block, verbatim; absent when data.page.text or data.text holds it";
+
 pub fn output_schema() -> Value {
     let statuses: Vec<Value> = Status::ALL
         .iter()
@@ -185,7 +209,10 @@ pub fn output_schema() -> Value {
         .collect();
     json!({
         "type": "object",
-        "properties": {"status": {"enum": statuses}},
+        "properties": {
+            "status": {"enum": statuses},
+            "text": {"type": "string", "description": TEXT_DESCRIPTION}
+        },
         "required": ["status", "tool", "message"]
     })
 }
@@ -203,9 +230,38 @@ mod tests {
         assert_eq!(v["errorCode"], Value::Null);
         assert_eq!(v["retrySameCall"], false);
         assert_eq!(v["requiredReads"], json!([]));
+        let out = ToolOutput {
+            text: "hello\n".into(),
+            envelope: e,
+            images: Vec::new(),
+        };
+        let sc = &out.to_result()["structuredContent"];
         for key in output_schema()["properties"].as_object().unwrap().keys() {
-            assert!(v.get(key).is_some(), "{key} missing");
+            assert!(sc.get(key).is_some(), "{key} missing");
         }
+    }
+
+    #[test]
+    fn structured_content_carries_the_text_block_once() {
+        let mut out = ToolOutput {
+            text: "hello-from-host\n---\nstatus: exited, exit code 0\n".into(),
+            envelope: Envelope::completed(ToolName::BashCommand, "ok", json!({"exit_code": 0})),
+            images: Vec::new(),
+        };
+        let r = out.to_result();
+        assert_eq!(r["structuredContent"]["text"], r["content"][0]["text"]);
+        // The text is the last key, where a cut in the middle of the JSON cannot reach.
+        let json = serde_json::to_string(&r["structuredContent"]).unwrap();
+        assert!(json.ends_with(r#""text":"hello-from-host\n---\nstatus: exited, exit code 0\n","tool":"BashCommand"}"#), "{json}");
+        // A page whose data holds the same text is not written twice.
+        out.text = "page\n".into();
+        out.envelope.data = json!({"page": {"text": "page\n"}});
+        let r = out.to_result();
+        assert!(r["structuredContent"].get("text").is_none());
+        assert_eq!(r["structuredContent"]["data"]["page"]["text"], "page\n");
+        // Data holding other text does not count.
+        out.envelope.data = json!({"page": {"text": "other\n"}});
+        assert_eq!(out.to_result()["structuredContent"]["text"], "page\n");
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! MCP over Streamable HTTP (seed 003): `winx-code-agent serve --http`.
 //!
 //! Threads and channels:
-//! - `main` (`serve`): binds, starts accepting, then waits for SIGTERM/SIGINT (handing
+//! - `main` (`serve`): binds, starts accepting, then waits for SIGTERM/SIGINT/SIGHUP (handing
 //!   free heap back whenever no connection is open: `listener::until_signal`) and drains.
 //! - `http-accept` (`listener.rs`): one `http-conn` thread per connection, up to a cap.
 //! - `http-conn-*` (`conn.rs`): one connection each — bounded head, admission
 //!   (`front.rs`), bounded body, dispatch (`exchange.rs`), answer; keep-alive or close.
 //! - `mcp-worker-N`: `mcp::Server::handle`, the same entry point stdio uses.
-//! - `http-signals`: `signals.rs`.
+//! - `signals`: `adapter/signals.rs` (SIGTERM, SIGINT, SIGHUP as messages).
 //!
 //! Invariant: a request reaches `Server::handle` only after its head was bounded and rate
 //! limit, Host/Origin, authentication and media-type checks passed, its body was read
@@ -24,7 +24,6 @@ mod listener;
 mod record;
 mod reply;
 mod routes;
-mod signals;
 mod wire;
 
 use crate::adapter::pool::Pool;
@@ -79,7 +78,7 @@ impl std::fmt::Display for ServeError {
     }
 }
 
-/// Serve until SIGTERM/SIGINT, then drain. Prints `listening on http://ADDR/mcp` on stderr
+/// Serve until SIGTERM, SIGINT or SIGHUP, then drain. Prints `listening on http://ADDR/mcp` on stderr
 /// once the socket accepts (the readiness line tests and supervisors wait for).
 pub fn serve(
     config: &Config,
@@ -90,7 +89,7 @@ pub fn serve(
     let addr = socket.local_addr().map_err(ServeError::Start)?;
     // The port actually bound (`:0` picks one): Origin checks compare against it.
     http.bind = addr;
-    let signals = signals::install().map_err(ServeError::Start)?;
+    let signals = super::signals::watch(&super::signals::STOP).map_err(ServeError::Start)?;
     let shared = Arc::new(shared(config, http, usage).map_err(ServeError::Start)?);
     listener::start(socket, shared.clone()).map_err(ServeError::Start)?;
     log::info!(

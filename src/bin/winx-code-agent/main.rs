@@ -113,6 +113,20 @@ fn serve_stdio(config: Config, usage: winx::usage::Sink) -> ExitCode {
         workers: config.workers,
         max_message_bytes: config.max_message_bytes,
     };
+    // The MCP SDKs end a stdio server with SIGTERM right after closing its stdin, often
+    // before EOF is read: the last call's usage line is queued before its answer is
+    // written, so draining the queue here keeps it.
+    let on_signal = usage.clone();
+    let stop = move |sig: i32| {
+        log::info!("signal {sig}: stopping");
+        if !on_signal.flush(USAGE_FLUSH_GRACE) {
+            log::warn!("usage log: the writer did not finish within {USAGE_FLUSH_GRACE:?}");
+        }
+        std::process::exit(128 + sig);
+    };
+    if let Err(e) = winx::adapter::signals::on_stop(stop) {
+        log::warn!("cannot watch for SIGTERM ({e}); a signal ends the server without a flush");
+    }
     let handler = Arc::new(LocalHandler::new(
         Arc::new(winx::mcp::Server::with_usage(&config, usage)),
         Arc::new(config),
