@@ -204,6 +204,52 @@ fn the_bound_turn_decides_the_outcome() {
     c.type_line("exit");
 }
 
+/// Codex 0.169's rollout (issue 35; the fake writes the lines recorded from the real
+/// program): the prompt is an `item_completed` `UserMessage`, and a failed turn ends with
+/// `task_complete` without a final and with an `error`: `aborted` with its text, never
+/// `completed` with an empty final.
+#[test]
+fn codex_0_169_finals_complete_and_failed_turns_abort() {
+    let c = Codex::start("");
+    let w = c.watch(0);
+    let agent = c.agent_in("idle");
+    let (r, _) = c.admit(&agent, R1, "return final one", &["--return-final"]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    let e = w.next();
+    assert_eq!(
+        (e["request_id"].as_str(), e["state"].as_str()),
+        (Some(R1), Some("completed")),
+        "{e}"
+    );
+    assert_eq!(e["final_message"], "final: return final one");
+    assert_eq!(e["provider_turn"], "turn-2");
+    let agent = c.agent_in("idle");
+    let (r, _) = c.admit(&agent, R2, "fail now", &["--return-final"]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    let e = w.next();
+    assert_eq!(
+        (e["request_id"].as_str(), e["state"].as_str()),
+        (Some(R2), Some("aborted")),
+        "{e}"
+    );
+    assert_eq!(e["reason"], "failed: fake upstream exploded", "{e}");
+    assert_eq!(e["provider_turn"], "turn-3");
+    assert!(e.get("final_message").is_none(), "{e}");
+}
+
+/// Older rollouts (`user_message` events) keep working beside the 0.169 form.
+#[test]
+fn the_older_rollout_form_still_completes() {
+    let c = Codex::start("--legacy");
+    let w = c.watch(0);
+    let agent = c.agent_in("idle");
+    let (r, _) = c.admit(&agent, R1, "work:20 old form", &["--return-final"]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    let e = w.next();
+    assert_eq!(e["state"], "completed", "{e}");
+    assert_eq!(e["final_message"], "final: work:20 old form");
+}
+
 #[test]
 fn cancel_crash_and_a_killed_observer_are_terminal_once() {
     let c = Codex::start("");

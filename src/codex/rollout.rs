@@ -3,6 +3,12 @@
 //! the provider turn id on `task_started` / `task_complete` / `turn_aborted`; older
 //! builds wrote no turn id (and the oldest no envelope for the first, meta, line). Both
 //! are understood; a missing turn id is `None` and the caller binds by position.
+//!
+//! The user's message has two forms: `event_msg`/`user_message` with a `message` string
+//! (up to Codex 0.1xx), and `event_msg`/`item_completed` whose `item` is a `UserMessage`
+//! with `content[*]` text parts (Codex 0.169 writes only this one). A failed turn ends
+//! with `task_complete` carrying `"last_agent_message": null` and an `error` object
+//! (0.169); its message is kept so the turn is reported as failed, not as an empty final.
 
 use serde_json::Value;
 
@@ -18,10 +24,12 @@ pub enum Item {
     TurnStarted { turn_id: Option<String> },
     /// A user message reached the provider (the prompt, or steering within a turn).
     UserMessage { text: String },
-    /// A provider turn finished; `last_agent_message` is its final answer.
+    /// A provider turn finished; `last_agent_message` is its final answer. `error` is
+    /// the message of the error that ended it instead (the turn failed).
     TurnComplete {
         turn_id: Option<String>,
         last_agent_message: Option<String>,
+        error: Option<String>,
     },
     /// A provider turn was interrupted or replaced.
     TurnAborted {
@@ -78,9 +86,11 @@ fn event(p: &Value) -> Item {
             Some(text) => Item::UserMessage { text },
             None => Item::Malformed,
         },
+        Some("item_completed") => completed_item(p),
         Some("task_complete") | Some("turn_complete") => Item::TurnComplete {
             turn_id,
             last_agent_message: text(p, "last_agent_message"),
+            error: failure(p),
         },
         Some("turn_aborted") => Item::TurnAborted {
             turn_id,
@@ -88,6 +98,44 @@ fn event(p: &Value) -> Item {
         },
         Some(_) => Item::Other,
         None => Item::Malformed,
+    }
+}
+
+/// `item_completed`: a `UserMessage` item is the user's message (its text parts joined
+/// by newlines, as the app-server's `userMessage` is read); other items are of no use.
+fn completed_item(p: &Value) -> Item {
+    let Some(item) = p.get("item") else {
+        return Item::Malformed;
+    };
+    if item.get("type").and_then(Value::as_str) != Some("UserMessage") {
+        return Item::Other;
+    }
+    let Some(parts) = item.get("content").and_then(Value::as_array) else {
+        return Item::Malformed;
+    };
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        // An image-only message: nothing a prompt's digest could match.
+        return Item::UserMessage {
+            text: String::new(),
+        };
+    }
+    Item::UserMessage {
+        text: texts.join("\n"),
+    }
+}
+
+/// The error a `task_complete` reports, if the turn failed: its `message`, or the error
+/// as written when it has none (a failure is never mistaken for a completion).
+fn failure(p: &Value) -> Option<String> {
+    match p.get("error")? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        e => Some(text(e, "message").unwrap_or_else(|| e.to_string())),
     }
 }
 
@@ -121,7 +169,8 @@ mod tests {
             parse(l),
             Item::TurnComplete {
                 turn_id: Some("7".into()),
-                last_agent_message: Some("done".into())
+                last_agent_message: Some("done".into()),
+                error: None,
             }
         );
         let l = br#"{"type":"event_msg","payload":{"type":"turn_aborted","reason":"interrupted"}}"#;
@@ -142,6 +191,56 @@ mod tests {
         );
         let l = br#"{"type":"response_item","payload":{"type":"message","role":"user"}}"#;
         assert_eq!(parse(l), Item::Other);
+    }
+
+    /// Lines as Codex 0.169.0 wrote them (recorded from the real TUI against a scripted
+    /// model; issue 35): the prompt as an `item_completed` `UserMessage`, the final on
+    /// `task_complete`, and a model failure as `task_complete` with an `error`.
+    #[test]
+    fn codex_0_169_lines_are_understood() {
+        let l = br#"{"type":"event_msg","payload":{"type":"item_completed","turn_id":"t9","item":{"type":"UserMessage","content":[{"type":"text","text":"return final one","text_elements":[]}]}}}"#;
+        assert_eq!(
+            parse(l),
+            Item::UserMessage {
+                text: "return final one".into()
+            }
+        );
+        let l = br#"{"type":"event_msg","payload":{"type":"task_complete","turn_id":"t9","last_agent_message":"FINAL-2: return final one"}}"#;
+        assert_eq!(
+            parse(l),
+            Item::TurnComplete {
+                turn_id: Some("t9".into()),
+                last_agent_message: Some("FINAL-2: return final one".into()),
+                error: None,
+            }
+        );
+        let l = r#"{"timestamp":"2026-12-04T07:15:23.066Z","ordinal":19,"type":"event_msg","payload":{"type":"task_complete","root_turn_id":"t9","turn_id":"t9","last_agent_message":null,"error":{"message":"We’re currently experiencing high demand, which may cause temporary errors.","codex_error_info":"internal_server_error"},"started_at":1796368498,"completed_at":1796368523,"duration_ms":24707}}"#;
+        assert_eq!(
+            parse(l.as_bytes()),
+            Item::TurnComplete {
+                turn_id: Some("t9".into()),
+                last_agent_message: None,
+                error: Some(
+                    "We’re currently experiencing high demand, which may cause temporary errors."
+                        .into()
+                ),
+            }
+        );
+        // Several text parts are one message; other parts and other items are skipped.
+        let l = br#"{"type":"event_msg","payload":{"type":"item_completed","turn_id":"t","item":{"type":"UserMessage","content":[{"type":"text","text":"a"},{"type":"image","image_url":"x"},{"type":"text","text":"b"}]}}}"#;
+        assert_eq!(
+            parse(l),
+            Item::UserMessage {
+                text: "a\nb".into()
+            }
+        );
+        let l = br#"{"type":"event_msg","payload":{"type":"item_completed","turn_id":"t","item":{"type":"AgentMessage","id":"m","content":[{"type":"Text","text":"x"}]}}}"#;
+        assert_eq!(parse(l), Item::Other);
+        let l = br#"{"type":"event_msg","payload":{"type":"item_completed","turn_id":"t","item":{"type":"UserMessage"}}}"#;
+        assert_eq!(parse(l), Item::Malformed);
+        // An explicit `"error": null` is no failure.
+        let l = br#"{"type":"event_msg","payload":{"type":"task_complete","turn_id":"t","last_agent_message":"ok","error":null}}"#;
+        assert!(matches!(parse(l), Item::TurnComplete { error: None, .. }));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! Invariant: a `Correlation` completes only from the first provider turn that starts
 //! after its cursor, only if that turn's first user message is the submitted prompt, and
 //! only with that same turn's final; anything else is `Indeterminate` with a reason —
-//! a later turn's final is never substituted.
+//! a later turn's final is never substituted. A bound turn that ended with an error is
+//! `Aborted` with the error's text, never `Completed` with an empty final.
 
 use super::message_digest;
 use super::rollout::{self, Item};
@@ -232,6 +233,9 @@ impl Correlation {
                         self.early_user = Some(d);
                         Verdict::Pending
                     }
+                    // The same message in its other form (`user_message` beside
+                    // `item_completed`) is one message, not two.
+                    (None, _) if self.early_user.as_deref() == Some(d.as_str()) => Verdict::Pending,
                     (None, _) => Correlation::indeterminate(
                         "two user messages arrived before any provider turn started",
                     ),
@@ -243,11 +247,18 @@ impl Correlation {
             Item::TurnComplete {
                 turn_id,
                 last_agent_message,
+                error,
             } => {
                 if !self.ours(turn_id) {
                     Correlation::indeterminate("a provider turn other than the bound one completed")
                 } else if !self.first_checked {
                     Correlation::indeterminate("the bound provider turn had no user message")
+                } else if let Some(e) = error {
+                    // As the app-server path reports a failed turn.
+                    Verdict::Aborted {
+                        turn_id: self.bound.clone().unwrap_or_default(),
+                        reason: format!("failed: {e}"),
+                    }
                 } else {
                     Verdict::Completed {
                         turn_id: self.bound.clone().unwrap_or_default(),
@@ -367,6 +378,98 @@ mod tests {
             Verdict::Aborted {
                 turn_id: "2".into(),
                 reason: "interrupted".into()
+            }
+        );
+    }
+
+    /// Codex 0.169 writes the prompt as an `item_completed` `UserMessage` after the turn
+    /// start (issue 35); the lines are the real ones with shorter ids.
+    fn user_0169(turn: &str, text: &str) -> String {
+        ev(&format!(
+            "{{\"type\":\"item_completed\",\"thread_id\":\"th\",\"turn_id\":\"{turn}\",\"item\":{{\"type\":\"UserMessage\",\"id\":\"u1\",\"client_id\":\"c1\",\"content\":[{{\"type\":\"text\",\"text\":\"{text}\",\"text_elements\":[]}}]}},\"started_at_ms\":1,\"completed_at_ms\":1}}"
+        ))
+    }
+
+    #[test]
+    fn codex_0_169_prompts_bind_and_complete() {
+        let v = run(
+            "return final one",
+            &[
+                start("t2"),
+                user_0169("t2", "return final one"),
+                done("t2", "FINAL-2: return final one"),
+            ],
+        );
+        assert_eq!(
+            v,
+            Verdict::Completed {
+                turn_id: "t2".into(),
+                final_message: Some("FINAL-2: return final one".into())
+            }
+        );
+        // The same correlation rules as the older form.
+        for lines in [
+            vec![
+                start("t2"),
+                user_0169("t2", "something else"),
+                done("t2", "x"),
+            ],
+            vec![start("t2"), start("t3"), user_0169("t3", "do it")],
+            vec![
+                user_0169("t2", "do it"),
+                user_0169("t2", "again"),
+                start("t2"),
+            ],
+        ] {
+            assert!(
+                matches!(run("do it", &lines), Verdict::Indeterminate { .. }),
+                "{lines:?}"
+            );
+        }
+        // Both forms of one message before the turn start are one message.
+        let v = run(
+            "do it",
+            &[
+                user("do it"),
+                user_0169("t2", "do it"),
+                start("t2"),
+                done("t2", "ok"),
+            ],
+        );
+        assert!(matches!(v, Verdict::Completed { .. }), "{v:?}");
+        // Steering in the new form keeps the correlation.
+        let v = run(
+            "do it",
+            &[
+                start("t2"),
+                user_0169("t2", "do it"),
+                user_0169("t2", "steer"),
+                done("t2", "fin"),
+            ],
+        );
+        assert!(matches!(v, Verdict::Completed { final_message: Some(ref m), .. } if m == "fin"));
+    }
+
+    #[test]
+    fn a_failed_turn_is_aborted_with_the_error_text() {
+        let failed = ev(
+            "{\"type\":\"task_complete\",\"turn_id\":\"t2\",\"last_agent_message\":null,\"error\":{\"message\":\"fake upstream exploded\",\"codex_error_info\":\"internal_server_error\"}}",
+        );
+        assert_eq!(
+            run("do it", &[start("t2"), user_0169("t2", "do it"), failed]),
+            Verdict::Aborted {
+                turn_id: "t2".into(),
+                reason: "failed: fake upstream exploded".into()
+            }
+        );
+        // A null final without an error is a completion that said nothing.
+        let quiet =
+            ev("{\"type\":\"task_complete\",\"turn_id\":\"t2\",\"last_agent_message\":null}");
+        assert_eq!(
+            run("do it", &[start("t2"), user_0169("t2", "do it"), quiet]),
+            Verdict::Completed {
+                turn_id: "t2".into(),
+                final_message: None
             }
         );
     }
