@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod codex;
+pub mod fake_responses;
 pub mod golden;
 pub mod history;
 pub mod tasks;
