@@ -450,6 +450,79 @@ mod tests {
         assert!(matches!(v, Verdict::Completed { final_message: Some(ref m), .. } if m == "fin"));
     }
 
+    /// A whole rollout recorded from the real Codex 0.169.0 TUI against a scripted model
+    /// (`tests/fixtures/codex/`; long texts elided, paths neutral): five prompts, each
+    /// correlated from a cursor armed before its turn — two finals, an approval refused
+    /// with Esc, an Esc during work, and a model failure (HTTP 500 until retries ran out).
+    #[test]
+    fn a_recorded_codex_0_169_rollout_correlates_every_turn() {
+        let trace = include_str!("../../tests/fixtures/codex/rollout-0.169.0.jsonl");
+        let mut t = Tracker::default();
+        t.feed(trace.as_bytes());
+        assert_eq!(t.skipped, 0);
+        assert_eq!(t.phase(), Phase::Idle);
+        let (id, cwd) = t.session.clone().unwrap();
+        assert_eq!((id.len(), cwd.as_str()), (36, "/home/dev/project"));
+        let mut starts = Vec::new();
+        let mut at = 0;
+        for line in trace.split_inclusive('\n') {
+            if line.contains("\"type\":\"task_started\"") {
+                starts.push(at);
+            }
+            at += line.len();
+        }
+        let prompts = [
+            "add a --verbose flag to the CLI",
+            "SLOW 15 run the tests",
+            "RUNCMD create the marker file",
+            "RUNCMD create the marker file",
+            "FAIL500 please",
+        ];
+        assert_eq!(starts.len(), prompts.len());
+        let verdicts: Vec<Verdict> = starts
+            .iter()
+            .zip(prompts)
+            .map(|(&at, prompt)| {
+                let mut c = Correlation::new(&message_digest(prompt));
+                let mut l = Lines::starting_at(at as u64);
+                l.feed(trace[at..].as_bytes())
+                    .iter()
+                    .map(|seen| c.on(seen))
+                    .find(|v| *v != Verdict::Pending)
+                    .unwrap_or(Verdict::Pending)
+            })
+            .collect();
+        let finals: Vec<Option<&str>> = verdicts
+            .iter()
+            .map(|v| match v {
+                Verdict::Completed { final_message, .. } => final_message.as_deref(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            finals[..2],
+            [
+                Some("FINAL: add a --verbose flag to the CLI"),
+                Some("FINAL: SLOW 15 run the tests")
+            ]
+        );
+        let reasons: Vec<&str> = verdicts[2..]
+            .iter()
+            .map(|v| match v {
+                Verdict::Aborted { reason, .. } => reason.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                "interrupted",
+                "interrupted",
+                "failed: We’re currently experiencing high demand, which may cause temporary errors."
+            ]
+        );
+    }
+
     #[test]
     fn a_failed_turn_is_aborted_with_the_error_text() {
         let failed = ev(
