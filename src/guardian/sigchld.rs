@@ -1,84 +1,104 @@
-//! The SIGCHLD self-pipe: the signal handler writes one byte to every registered pipe so
-//! poll loops wake up and reap their own children (never `waitpid(-1)`).
+//! The SIGCHLD wake pipe: on every SIGCHLD a byte lands in each registered pipe so poll
+//! loops wake up and reap their own children (never `waitpid(-1)`).
+//!
+//! `signal-hook`'s registry owns the handler and the write end it writes to: unregistering
+//! waits until no handler still uses that action before the descriptor is closed, so a
+//! session that ends while SIGCHLDs arrive never lets a handler write into a reused
+//! descriptor (another session's PTY, the SQLite file). The loop's own `poke` writes to a
+//! duplicate of the write end that only this process's threads use.
 
-use nix::libc;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::Once;
-use std::sync::atomic::{AtomicI32, Ordering};
-
-/// Poll loops per process that can be woken (one per embedded session).
-const SLOTS: usize = 256;
-static WAKE_FDS: [AtomicI32; SLOTS] = [const { AtomicI32::new(-1) }; SLOTS];
-static INSTALL: Once = Once::new();
-
-extern "C" fn on_sigchld(_: libc::c_int) {
-    // Async-signal-safe: atomics and write(2) only; errno is preserved for the
-    // interrupted code.
-    unsafe {
-        let saved = *libc::__errno_location();
-        for slot in &WAKE_FDS {
-            let fd = slot.load(Ordering::Relaxed);
-            if fd >= 0 {
-                libc::write(fd, b"c".as_ptr().cast(), 1);
-            }
-        }
-        *libc::__errno_location() = saved;
-    }
-}
+use signal_hook::SigId;
+use signal_hook::consts::SIGCHLD;
+use std::os::fd::{AsFd, OwnedFd};
 
 /// A registered wake pipe; unregisters on drop.
 pub struct WakePipe {
     pub read: OwnedFd,
-    write: OwnedFd,
-    slot: Option<usize>,
+    /// A duplicate of the registered write end, for `poke`.
+    poke: OwnedFd,
+    id: SigId,
 }
 
 impl WakePipe {
     pub fn new() -> std::io::Result<WakePipe> {
-        INSTALL.call_once(|| unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_sigchld as *const () as usize;
-            sa.sa_flags = libc::SA_RESTART | libc::SA_NOCLDSTOP;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut());
-        });
-        let (r, w) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-                .map_err(std::io::Error::from)?;
-        let slot = WAKE_FDS.iter().position(|s| {
-            s.compare_exchange(-1, w.as_raw_fd(), Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-        });
-        if slot.is_none() {
-            log::warn!("no SIGCHLD wake slot left; child exits are noticed on hang-up only");
-        }
-        Ok(WakePipe {
-            read: r,
-            write: w,
-            slot,
-        })
+        use nix::fcntl::OFlag;
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+            .map_err(std::io::Error::from)?;
+        let poke = write.try_clone()?;
+        // The registry takes `write` and closes it only once no handler can be using it.
+        let id = signal_hook::low_level::pipe::register(SIGCHLD, write)?;
+        Ok(WakePipe { read, poke, id })
     }
 
     /// Wake the loop polling this pipe (from another thread of the process). A full pipe
     /// already wakes it, so a failed write loses nothing.
     pub fn poke(&self) {
-        let byte = 1u8;
-        // SAFETY: a one-byte write from a local onto our own non-blocking pipe.
-        unsafe { libc::write(self.write.as_raw_fd(), (&byte as *const u8).cast(), 1) };
+        let _ = nix::unistd::write(self.poke.as_fd(), &[1u8]);
     }
 
     /// Empty the pipe after a wake-up.
     pub fn drain(&self) {
         let mut buf = [0u8; 64];
-        while unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {
-        }
+        while nix::unistd::read(self.read.as_fd(), &mut buf).is_ok_and(|n| n > 0) {}
     }
 }
 
 impl Drop for WakePipe {
     fn drop(&mut self) {
-        if let Some(s) = self.slot {
-            WAKE_FDS[s].store(-1, Ordering::SeqCst);
+        signal_hook::low_level::unregister(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sessions end while SIGCHLDs arrive: after each pipe is dropped, its descriptor
+    /// numbers are taken at once by a fresh pipe that nobody registered; a handler that
+    /// still wrote to an old number would put a byte there. A stress test: the window it
+    /// guards is a few instructions wide, so the old hand-written pipe seldom lost here.
+    #[test]
+    fn a_dropped_pipe_never_receives_a_late_wake_up_in_its_reused_descriptor() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let storm = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::process::Command::new("true").status();
+                }
+            })
+        };
+        let mut stray = 0;
+        for _ in 0..2_000 {
+            drop(WakePipe::new().unwrap());
+            // The lowest free numbers first: this unregistered pipe takes the freed ones.
+            let (r, _w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK).unwrap();
+            for _ in 0..50 {
+                std::thread::yield_now();
+            }
+            let mut buf = [0u8; 64];
+            if nix::unistd::read(r.as_fd(), &mut buf).is_ok_and(|n| n > 0) {
+                stray += 1;
+            }
         }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        storm.join().unwrap();
+        assert_eq!(stray, 0, "a late SIGCHLD wrote into a reused descriptor");
+    }
+
+    #[test]
+    fn sigchld_and_poke_wake_the_pipe() {
+        let pipe = WakePipe::new().unwrap();
+        pipe.poke();
+        let mut buf = [0u8; 8];
+        assert_eq!(nix::unistd::read(pipe.read.as_fd(), &mut buf).unwrap(), 1);
+        std::process::Command::new("true").status().unwrap();
+        let mut fds = [nix::poll::PollFd::new(
+            pipe.read.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(5_000u16)).unwrap();
+        assert_eq!(ready, 1, "SIGCHLD woke the pipe");
+        pipe.drain();
     }
 }
