@@ -124,7 +124,10 @@ where
     let out = writer::Output::new(output);
     let shared = Arc::new(Shared {
         reader: std::sync::Mutex::new(LineReader::new(input, limits.max_message_bytes)),
-        idle: Arc::new(AtomicUsize::new(0)),
+        // `stdin-reader` counts as idle from the start: it takes stdin as soon as it runs,
+        // so the first request may already run on this thread (whether the new thread had
+        // reached the lock yet was a race that sent early requests to a pool).
+        idle: Arc::new(AtomicUsize::new(1)),
         ended: AtomicBool::new(false),
         max_message_bytes: limits.max_message_bytes,
         lanes: Lanes::new(limits.workers)?,
@@ -138,14 +141,14 @@ where
     std::thread::Builder::new()
         .name("stdin-reader".into())
         .spawn(move || {
-            read(&other);
+            read(&other, Counted::Idle);
             // Let go of the shared state before saying so: the serving thread unwraps it
             // next, and only then shuts the lanes and drops the handler (whose runtime ends
             // the embedded sessions) before the process exits.
             drop(other);
             drop(done_tx);
         })?;
-    read(&shared);
+    read(&shared, Counted::No);
     log::debug!("stdin closed; finishing in-flight requests");
     let grace = Deadline::after("shutdown grace", SHUTDOWN_GRACE);
     // The other reader may be running a request: it has the same grace as the lanes.
@@ -175,10 +178,19 @@ where
     Ok(())
 }
 
+/// Whether a reader already counts among the idle ones when its turn loop starts.
+#[derive(Clone, Copy, PartialEq)]
+enum Counted {
+    /// Counted by `serve` before the reader's thread ran.
+    Idle,
+    No,
+}
+
 /// One reader's turns on stdin until it ends.
-fn read<R: BufRead>(s: &Shared<R>) {
-    // Whether this reader's last request already counted it back among the idle ones.
-    let mut rejoined = false;
+fn read<R: BufRead>(s: &Shared<R>, counted: Counted) {
+    // Whether this reader is already counted among the idle ones: by `serve` at the
+    // start, later by its last request's `Rejoin`.
+    let mut rejoined = counted == Counted::Idle;
     loop {
         if !std::mem::take(&mut rejoined) {
             s.idle.fetch_add(1, Ordering::SeqCst);
