@@ -3,8 +3,10 @@
 //! usage log outside the writable set and a kernel without Landlock are clear startup
 //! errors; `doctor` reports the state.
 //!
-//! Everything "outside" lives under `CARGO_TARGET_TMPDIR`, not `/tmp` (which the sandbox
-//! leaves writable). A kernel without Landlock is made for one process by a seccomp filter
+//! Everything "outside" lives in a scratch directory the sandbox provably does not allow:
+//! `scratch` asks `doctor` for the rules and takes the first of `CARGO_TARGET_TMPDIR`,
+//! `/var/tmp` and HOME under none of them (the sandbox leaves `/tmp` writable, so a
+//! checkout under `/tmp` puts the target directory inside the allowed set). A kernel without Landlock is made for one process by a seccomp filter
 //! that answers the Landlock system call with `ENOSYS`, as such a kernel does; when the
 //! machine's own kernel lacks Landlock, the tests that need it check the startup error
 //! instead of skipping.
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use support::{Agent, Opts, text};
 
 each_runtime!(a_shell_cannot_write_outside_the_allowed_set_and_the_workspace_stays_writable);
@@ -33,9 +36,53 @@ fn landlock_available() -> bool {
     v > 0
 }
 
-/// A directory outside `/tmp` (which the sandbox leaves writable).
-fn outside_tmp() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir under the target dir")
+/// A fresh directory under `scratch()`, outside everything the sandbox allows.
+fn scratch_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(scratch()).expect("tempdir in the scratch directory")
+}
+
+/// The parent of every test tree: the first candidate under none of the roots (writable,
+/// readable or device) of an enforcing sandbox whose workspace and HOME live in it, as
+/// `doctor` lists them. Test trees are fresh directories in it, so only their own
+/// workspace, HOME and named roots are allowed, never a sibling. Panics, naming the
+/// roots, when no candidate qualifies.
+fn scratch() -> &'static Path {
+    static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
+    SCRATCH.get_or_init(|| {
+        let mut candidates = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR"))];
+        candidates.push(PathBuf::from("/var/tmp"));
+        candidates.extend(std::env::var_os("HOME").map(PathBuf::from));
+        let mut refused = Vec::new();
+        for c in candidates {
+            let Ok(c) = c.canonicalize() else { continue };
+            let Ok(probe) = tempfile::tempdir_in(&c) else {
+                continue;
+            };
+            let ws = probe.path().join("ws");
+            std::fs::create_dir(&ws).unwrap();
+            let d = doctor(
+                &env_with(
+                    probe.path(),
+                    &[("WINX_SANDBOX", "1"), ("WINX_SANDBOX_WORKSPACE", s(&ws))],
+                ),
+                false,
+            );
+            let roots: Vec<PathBuf> = ["writable", "readable", "devices"]
+                .iter()
+                .flat_map(|k| d["sandbox"][k].as_array().cloned().unwrap_or_default())
+                .filter_map(|v| v.as_str().map(PathBuf::from))
+                .collect();
+            assert!(
+                roots.iter().any(|r| ws.starts_with(r)),
+                "doctor lists no root for the workspace: {d}"
+            );
+            match roots.iter().find(|r| c.starts_with(r)) {
+                None => return c,
+                Some(r) => refused.push(format!("{} (under {})", c.display(), r.display())),
+            }
+        }
+        panic!("no scratch directory outside the sandbox's allowed set: {refused:?}")
+    })
 }
 
 struct Tree {
@@ -46,7 +93,7 @@ struct Tree {
 }
 
 fn tree() -> Tree {
-    let root = outside_tmp();
+    let root = scratch_dir();
     let [ws, outside, ro] = ["ws", "outside", "ro"].map(|d| root.path().join(d));
     for d in [&ws, &outside, &ro] {
         std::fs::create_dir(d).unwrap();
@@ -186,7 +233,7 @@ fn a_shell_cannot_write_outside_the_allowed_set_and_the_workspace_stays_writable
         ("WINX_ALLOW_PATHS", s(&t.outside)),
     ];
     if !landlock_available() {
-        let home = outside_tmp();
+        let home = scratch_dir();
         assert_kernel_requirement_error(&serve_once(&env_with(home.path(), &env), false));
         return;
     }
@@ -290,7 +337,7 @@ fn a_shell_cannot_write_outside_the_allowed_set_and_the_workspace_stays_writable
 #[test]
 fn a_usage_log_outside_the_writable_set_is_a_clear_startup_error() {
     let t = tree();
-    let home = outside_tmp();
+    let home = scratch_dir();
     let log = t.outside.join("usage.jsonl");
     let env = env_with(
         home.path(),
@@ -333,7 +380,7 @@ fn a_usage_log_outside_the_writable_set_is_a_clear_startup_error() {
 #[test]
 fn without_landlock_enforcing_is_a_startup_error_naming_the_kernel_requirement() {
     let t = tree();
-    let home = outside_tmp();
+    let home = scratch_dir();
     let strict = env_with(
         home.path(),
         &[("WINX_SANDBOX", "1"), ("WINX_SANDBOX_WORKSPACE", s(&t.ws))],
@@ -371,7 +418,7 @@ fn without_landlock_enforcing_is_a_startup_error_naming_the_kernel_requirement()
 #[test]
 fn doctor_reports_the_sandbox_state_and_the_file_tool_containment() {
     let t = tree();
-    let home = outside_tmp();
+    let home = scratch_dir();
     let d = doctor(&env_with(home.path(), &[]), false);
     assert_eq!(d["sandbox"]["state"], "off", "{d}");
     assert_eq!(d["sandbox"]["mode"], "off", "{d}");
