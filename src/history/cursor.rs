@@ -1,4 +1,5 @@
-//! Opaque, scoped, authenticated cursors: `wx1.<hex payload>.<hex HMAC-SHA256>`.
+//! Opaque, scoped, authenticated cursors: `wx1.<hex payload>.<hex HMAC-SHA256>` (the
+//! `hmac` crate; verification is constant-time).
 //!
 //! Invariant: a cursor is accepted only if its MAC verifies under this install's key
 //! (32 random bytes in `<state>/history.key`, 0600) and its scope, execution and source
@@ -6,6 +7,7 @@
 //! cursor can never read another scope's data. The peer's cursors are unsigned JSON.
 
 use crate::hex::lower as hex;
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -13,7 +15,6 @@ use std::path::Path;
 
 const VERSION: &str = "wx1";
 const KEY_FILE: &str = "history.key";
-const BLOCK: usize = 64;
 
 /// What a cursor points into.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,20 +70,14 @@ impl Key {
         Key(bytes)
     }
 
+    /// HMAC-SHA256 of `msg` under this key (the `hmac` crate).
+    fn hmac(&self) -> Hmac<Sha256> {
+        // A 32-byte key is always accepted (HMAC takes any length).
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
+    }
+
     fn mac(&self, msg: &[u8]) -> [u8; 32] {
-        let mut pad = [0u8; BLOCK];
-        pad[..32].copy_from_slice(&self.0);
-        let inner_key: Vec<u8> = pad.iter().map(|b| b ^ 0x36).collect();
-        let outer_key: Vec<u8> = pad.iter().map(|b| b ^ 0x5c).collect();
-        let inner = Sha256::new()
-            .chain_update(&inner_key)
-            .chain_update(msg)
-            .finalize();
-        let outer = Sha256::new()
-            .chain_update(&outer_key)
-            .chain_update(inner)
-            .finalize();
-        outer.into()
+        self.hmac().chain_update(msg).finalize().into_bytes().into()
     }
 
     /// Seal `kind` for `scope` (an opaque scope digest, see `scope_tag`).
@@ -113,12 +108,8 @@ impl Key {
         }
         let payload = unhex(payload)?;
         let mac = unhex(mac)?;
-        let expected = self.mac(&payload);
-        let same =
-            mac.len() == 32 && mac.iter().zip(expected).fold(0, |a, (x, y)| a | (x ^ y)) == 0;
-        if !same {
-            return None;
-        }
+        // Constant-time comparison (`verify_slice`); a MAC of another length is refused.
+        self.hmac().chain_update(&payload).verify_slice(&mac).ok()?;
         let text = String::from_utf8(payload).ok()?;
         let f: Vec<&str> = text.split('|').collect();
         match f.as_slice() {
