@@ -1,14 +1,18 @@
 //! Herdr actions: arguments checked first, then the session, the prompt authority, the
 //! configuration, the caller's binding and the target alias; then one run of the
-//! executable, whose answer is checked against the configured target.
+//! executable, whose answer (`answer`) is checked against the configured target.
 //!
-//! The command lines (docs/architecture.md, "Herdr CLI shape"):
-//! `pane list`, `agent get <id>`, `pane read <id> --source recent --lines <n>`,
-//! `agent explain <id> --json`, `pane run <id> -- <text>`,
-//! `wait agent-status <id> --status <state> --timeout <ms>`.
+//! Invariant: the only command lines run are Herdr's agent commands (Herdr 0.8.2's CLI
+//! reference) — `agent list`, `agent get <id>`, `agent read <id> --source <s> --lines <n>`,
+//! `agent explain <id> --json`, `agent prompt <id> <text>` and
+//! `agent wait <id> [--until <state>]… --timeout <ms>` — never a pane command, which would
+//! skip Herdr's own refusals (`agent_blocked`, `agent_not_ready`) and could type a prompt
+//! into an approval dialog.
 
+use super::answer::{self, Agent, Ended, Refused, Verb};
 use super::config::{self, Config};
-use super::run::{self, Invocation, RunError};
+use super::errors::{self, Call};
+use super::run::{self, Invocation};
 use crate::deadline::Deadline;
 use crate::tools::ToolContext;
 use crate::tools::agent::{FIELDS, TOOL, fail, may_prompt, prompt_text};
@@ -16,22 +20,27 @@ use crate::tools::envelope::{Envelope, Status, ToolOutput};
 use crate::tools::error::ToolError;
 use crate::tools::error_code::ErrorCode;
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub const DEFAULT_LINES: u64 = 100;
 pub const MAX_LINES: u64 = 1000;
-pub const UNTIL: &[&str] = &["idle", "working", "blocked", "done", "unknown"];
+pub const UNTIL: &[&str] = answer::STATUSES;
+/// `agent read --source`: Herdr's read sources; `recent` is Herdr's default and ours.
+pub const SOURCES: &[&str] = &["recent", "recent-unwrapped", "visible", "detection"];
+/// What `agent wait` settles on without `--until` (Herdr's documented default).
+const DEFAULT_UNTIL: &[&str] = &["idle", "done", "blocked"];
 const MAX_LIST_BYTES: usize = 64 * 1024;
-const MAX_FIELD_CHARS: usize = 128;
 
 /// A checked Herdr request; aliases are resolved later, against the caller's binding.
 pub enum Req {
     List,
     Get(String),
-    Read(String, u64),
+    Read(String, &'static str, u64),
     Explain(String),
     Prompt(String, String),
-    Wait(String, &'static str, u64),
+    /// Target, states (empty: Herdr's default), timeout in ms.
+    Wait(String, Vec<&'static str>, u64),
 }
 
 fn request(detail: impl Into<String>) -> ToolError {
@@ -71,6 +80,34 @@ fn alias(action: &Map<String, Value>) -> Result<String, ToolError> {
         .ok_or_else(|| request("target is required: a configured target alias"))
 }
 
+fn one_of(v: &Value, set: &[&'static str]) -> Option<&'static str> {
+    set.iter().copied().find(|u| v.as_str() == Some(u))
+}
+
+/// `until`: one state, or a list of distinct states (any of them ends the wait).
+fn until(v: Option<&Value>) -> Result<Vec<&'static str>, ToolError> {
+    let bad = || {
+        request(format!(
+            "until must be one of {} (or a list of them)",
+            UNTIL.join(", ")
+        ))
+    };
+    let items: Vec<&Value> = match v {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(a)) if !a.is_empty() && a.len() <= UNTIL.len() => a.iter().collect(),
+        Some(v @ Value::String(_)) => vec![v],
+        Some(_) => return Err(bad()),
+    };
+    let mut states = Vec::new();
+    for v in items {
+        let s = one_of(v, UNTIL).ok_or_else(bad)?;
+        if !states.contains(&s) {
+            states.push(s);
+        }
+    }
+    Ok(states)
+}
+
 pub fn parse(kind: &str, action: &Map<String, Value>) -> Result<Req, ToolError> {
     Ok(match kind {
         "list" => {
@@ -85,7 +122,7 @@ pub fn parse(kind: &str, action: &Map<String, Value>) -> Result<Req, ToolError> 
             }
         }
         "read" => {
-            only(action, &["target", "lines"])?;
+            only(action, &["target", "lines", "source"])?;
             let lines = match action.get("lines") {
                 None => DEFAULT_LINES,
                 Some(v) => v
@@ -93,7 +130,13 @@ pub fn parse(kind: &str, action: &Map<String, Value>) -> Result<Req, ToolError> 
                     .filter(|n| (1..=MAX_LINES).contains(n))
                     .ok_or_else(|| request(format!("lines must be an integer 1..={MAX_LINES}")))?,
             };
-            Req::Read(alias(action)?, lines)
+            let source = match action.get("source") {
+                None => SOURCES[0],
+                Some(v) => one_of(v, SOURCES).ok_or_else(|| {
+                    request(format!("source must be one of {}", SOURCES.join(", ")))
+                })?,
+            };
+            Req::Read(alias(action)?, source, lines)
         }
         "prompt" => {
             only(action, &["target", "text"])?;
@@ -102,14 +145,7 @@ pub fn parse(kind: &str, action: &Map<String, Value>) -> Result<Req, ToolError> 
         }
         _ => {
             only(action, &["target", "until", "timeout_seconds"])?;
-            let until = match action.get("until") {
-                None => "idle",
-                Some(v) => UNTIL
-                    .iter()
-                    .copied()
-                    .find(|u| v.as_str() == Some(u))
-                    .ok_or_else(|| request(format!("until must be one of {}", UNTIL.join(", "))))?,
-            };
+            let states = until(action.get("until"))?;
             let secs = match action.get("timeout_seconds") {
                 None => 10.0,
                 Some(v) => v
@@ -117,7 +153,7 @@ pub fn parse(kind: &str, action: &Map<String, Value>) -> Result<Req, ToolError> 
                     .filter(|s| s.is_finite() && (0.0..=30.0).contains(s))
                     .ok_or_else(|| request("timeout_seconds must be a number 0..=30"))?,
             };
-            Req::Wait(alias(action)?, until, (secs * 1000.0) as u64)
+            Req::Wait(alias(action)?, states, (secs * 1000.0) as u64)
         }
     })
 }
@@ -169,25 +205,21 @@ pub fn call(
             ))
         })
     };
+    let workspace = binding.workspace_str();
     let h = Herdr {
         cfg: &cfg,
         remove_env: &ctx.herdr.inherited,
         trace: ctx.trace,
+        thread_id: &binding.thread_id,
+        workspace_root: &workspace,
     };
     match req {
         Req::List => list(&h, targets),
-        Req::Get(a) => identified(&h, "get", &a, &resolve(&a)?, &["agent", "get"], &[]),
-        Req::Explain(a) => identified(
-            &h,
-            "explain",
-            &a,
-            &resolve(&a)?,
-            &["agent", "explain"],
-            &["--json"],
-        ),
-        Req::Read(a, lines) => read(&h, &a, &resolve(&a)?, lines),
+        Req::Get(a) => get(&h, &a, &resolve(&a)?),
+        Req::Explain(a) => explain(&h, &a, &resolve(&a)?),
+        Req::Read(a, source, lines) => read(&h, &a, &resolve(&a)?, source, lines),
         Req::Prompt(a, text) => prompt(&h, &a, &resolve(&a)?, &text),
-        Req::Wait(a, until, ms) => wait(&h, &a, &resolve(&a)?, until, ms),
+        Req::Wait(a, states, ms) => wait(&h, &a, &resolve(&a)?, &states, ms),
     }
 }
 
@@ -205,115 +237,54 @@ struct Herdr<'a> {
     cfg: &'a Config,
     remove_env: &'a [String],
     trace: &'a crate::usage::CallTrace,
+    thread_id: &'a str,
+    workspace_root: &'a str,
 }
 
 impl Herdr<'_> {
-    /// One run within `deadline_ms` (or `budget`, whichever is shorter). `prompt`: a run
-    /// that may have delivered input, so its failures say the delivery is uncertain.
-    fn run(&self, args: &[&str], prompt: bool) -> Result<Vec<u8>, ToolError> {
+    fn call<'a>(&'a self, verb: Verb, alias: Option<&'a str>) -> Call<'a> {
+        Call {
+            thread_id: self.thread_id,
+            workspace_root: self.workspace_root,
+            alias,
+            verb,
+            deadline_ms: self.cfg.deadline_ms,
+        }
+    }
+
+    /// One run of `herdr agent <verb> <rest…>` within `deadline_ms`: its stdout on exit 0,
+    /// Herdr's error envelope on exit 1; anything else is already a winx error.
+    fn run(&self, c: &Call, rest: &[&str]) -> Result<Result<Vec<u8>, Refused>, ToolError> {
         let inv = Invocation {
             executable: &self.cfg.executable,
             socket_path: &self.cfg.socket_path,
             remove_env: self.remove_env,
         };
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut args = vec!["agent".to_string(), c.verb.word().to_string()];
+        args.extend(rest.iter().map(|s| s.to_string()));
         let _herdr = self.trace.phase(crate::usage::Phase::Herdr);
-        let budget = Duration::from_millis(self.cfg.deadline_ms);
-        let deadline = Deadline::after("herdr", budget);
-        let sent = if prompt {
-            json!("unknown")
-        } else {
-            json!(false)
-        };
-        run::run(&inv, &args, &deadline).map_err(|e| match e {
-            RunError::Spawn(e) => fail(
-                ErrorCode::HerdrUnavailable,
-                Status::Failed,
-                true,
-                format!("the Herdr executable could not be started: {e}"),
-                json!({"input_sent": false}),
-            ),
-            RunError::Timeout if prompt => fail(
-                ErrorCode::HerdrDeliveryUncertain,
-                Status::Failed,
-                false,
-                format!(
-                    "the Herdr prompt did not finish within {} ms and was stopped; the text \
-                     may or may not have been delivered. It is never resent: inspect the \
-                     target with get or read before deciding what to do",
-                    self.cfg.deadline_ms
-                ),
-                json!({"input_sent": "unknown", "delivery": "uncertain",
-                       "deadline_ms": self.cfg.deadline_ms}),
-            ),
-            RunError::Timeout => fail(
-                ErrorCode::HerdrTimeout,
-                Status::Failed,
-                true,
-                format!(
-                    "Herdr did not answer within {} ms; its process group was stopped",
-                    self.cfg.deadline_ms
-                ),
-                json!({"input_sent": false, "deadline_ms": self.cfg.deadline_ms}),
-            ),
-            RunError::OutputLimit { stream, limit } => fail(
-                ErrorCode::HerdrOutputLimit,
-                Status::Failed,
-                false,
-                format!("Herdr wrote more than {limit} bytes to {stream}; it was stopped"),
-                json!({"input_sent": sent, "stream": stream, "limit_bytes": limit}),
-            ),
-            RunError::Failed { code, stderr } => fail(
-                ErrorCode::HerdrFailed,
-                Status::Failed,
-                false,
-                format!(
-                    "Herdr exited unsuccessfully (code {}): {stderr}",
-                    code.map(|c| c.to_string())
-                        .unwrap_or_else(|| "none: a signal".into())
-                ),
-                json!({"input_sent": sent, "exit_code": code}),
-            ),
-        })
+        let deadline = Deadline::after("herdr", Duration::from_millis(self.cfg.deadline_ms));
+        let finished = run::run(&inv, &args, &deadline).map_err(|e| errors::runner(c, e))?;
+        match answer::ended(finished) {
+            Ended::Ok(out) => Ok(Ok(out)),
+            Ended::Refused(r) => Ok(Err(r)),
+            Ended::Odd(o) => Err(errors::odd(c, &o)),
+        }
+    }
+
+    /// A run whose every refusal is an error.
+    fn ok(&self, c: &Call, rest: &[&str]) -> Result<Vec<u8>, ToolError> {
+        self.run(c, rest)?.map_err(|r| errors::refused(c, &r))
     }
 }
 
-fn invalid(detail: &str) -> ToolError {
-    fail(
-        ErrorCode::InvalidHerdrResponse,
-        Status::Failed,
-        false,
-        format!("Herdr answered something this adapter cannot use: {detail}"),
-        json!({"input_sent": false}),
-    )
-}
-
-/// The `result` object of a JSON answer (or the answer itself when it has none).
-fn result(stdout: &[u8]) -> Result<Map<String, Value>, ToolError> {
-    let v: Value =
-        serde_json::from_slice(stdout).map_err(|e| invalid(&format!("not JSON: {e}")))?;
-    let r = match v.get("result") {
-        Some(r) => r.clone(),
-        None => v,
-    };
-    match r {
-        Value::Object(m) => Ok(m),
-        _ => Err(invalid("the result is not a JSON object")),
+/// The answer's agent, if it is the configured one.
+fn this(c: &Call, id: &str, a: Result<Agent, String>) -> Result<Agent, ToolError> {
+    let a = a.map_err(|e| errors::invalid(c, &e))?;
+    match a.is(id) {
+        true => Ok(a),
+        false => Err(errors::invalid(c, "the answer is about another agent")),
     }
-}
-
-fn id_of(m: &Map<String, Value>) -> Option<&str> {
-    m.get("pane_id")
-        .or_else(|| m.get("id"))
-        .and_then(Value::as_str)
-}
-
-/// A short string field of a Herdr object, else `unknown`.
-fn field<'a>(m: &'a Map<String, Value>, key: &str) -> &'a str {
-    m.get(key)
-        .and_then(Value::as_str)
-        .filter(|s| s.len() <= MAX_FIELD_CHARS)
-        .unwrap_or("unknown")
 }
 
 fn done(message: String, text: String, data: Value) -> ToolOutput {
@@ -324,27 +295,17 @@ fn done(message: String, text: String, data: Value) -> ToolOutput {
     }
 }
 
-fn list(
-    h: &Herdr,
-    targets: &std::collections::BTreeMap<String, String>,
-) -> Result<ToolOutput, ToolError> {
-    let out = h.run(&["pane", "list"], false)?;
-    let r = result(&out)?;
-    let panes = r
-        .get("panes")
-        .and_then(Value::as_array)
-        .ok_or_else(|| invalid("pane list has no panes array"))?;
+fn list(h: &Herdr, targets: &BTreeMap<String, String>) -> Result<ToolOutput, ToolError> {
+    let c = h.call(Verb::List, None);
+    let agents = answer::list(&h.ok(&c, &[])?).map_err(|e| errors::invalid(&c, &e))?;
     let mut entries = Vec::new();
     let mut text = String::new();
     let mut bytes = 0;
     for (alias, id) in targets.iter().take(config::MAX_TARGETS) {
-        let pane = panes
-            .iter()
-            .filter_map(Value::as_object)
-            .find(|p| id_of(p) == Some(id.as_str()));
-        let entry = match pane {
-            Some(p) => json!({"target": alias, "present": true,
-                              "agent_status": field(p, "agent_status"), "agent": field(p, "agent")}),
+        // Only configured targets are reported; other agents are never shown.
+        let entry = match agents.iter().find(|a| a.is(id)) {
+            Some(a) => json!({"target": alias, "present": true,
+                              "agent_status": a.status, "agent": a.kind()}),
             None => json!({"target": alias, "present": false, "agent_status": "unknown",
                            "agent": "unknown"}),
         };
@@ -366,51 +327,63 @@ fn list(
     ))
 }
 
-/// `get` / `explain`: a JSON object about exactly the configured target.
-fn identified(
-    h: &Herdr,
-    action: &str,
-    alias: &str,
-    id: &str,
-    verb: &[&str],
-    extra: &[&str],
-) -> Result<ToolOutput, ToolError> {
-    let mut args = verb.to_vec();
-    args.push(id);
-    args.extend_from_slice(extra);
-    let r = result(&h.run(&args, false)?)?;
-    if id_of(&r) != Some(id) {
-        return Err(invalid("the answer is about another target"));
-    }
-    let text = format!("{alias}: {}\n", field(&r, "agent_status"));
-    let data = json!({"backend": "herdr", "target": alias, "agent_status": field(&r, "agent_status"),
-                      "herdr": r});
-    Ok(done(format!("{action}: {alias}"), text, data))
+fn get(h: &Herdr, alias: &str, id: &str) -> Result<ToolOutput, ToolError> {
+    let c = h.call(Verb::Get, Some(alias));
+    let a = this(&c, id, answer::one(Verb::Get, &h.ok(&c, &[id])?))?;
+    let text = format!("{alias}: {} ({})\n", a.status, a.kind());
+    let data = json!({"backend": "herdr", "target": alias, "agent_status": a.status,
+                      "agent": a.kind(), "herdr": a.raw});
+    Ok(done(format!("get: {alias}"), text, data))
 }
 
-fn read(h: &Herdr, alias: &str, id: &str, lines: u64) -> Result<ToolOutput, ToolError> {
+fn explain(h: &Herdr, alias: &str, id: &str) -> Result<ToolOutput, ToolError> {
+    let c = h.call(Verb::Explain, Some(alias));
+    let (e, state) =
+        answer::explain(&h.ok(&c, &[id, "--json"])?).map_err(|e| errors::invalid(&c, &e))?;
+    let text = format!("{alias}: {state}\n");
+    let data = json!({"backend": "herdr", "target": alias, "agent_status": state, "herdr": e});
+    Ok(done(format!("explain: {alias}"), text, data))
+}
+
+fn read(
+    h: &Herdr,
+    alias: &str,
+    id: &str,
+    source: &str,
+    lines: u64,
+) -> Result<ToolOutput, ToolError> {
+    let c = h.call(Verb::Read, Some(alias));
     let n = lines.to_string();
-    let out = h.run(
-        &["pane", "read", id, "--source", "recent", "--lines", &n],
-        false,
-    )?;
+    let out = h.ok(&c, &[id, "--source", source, "--lines", &n])?;
     let text = String::from_utf8_lossy(&out).into_owned();
-    let data = json!({"backend": "herdr", "target": alias, "lines_requested": lines,
-                      "bytes": text.len(), "text": text});
+    let data = json!({"backend": "herdr", "target": alias, "source": source,
+                      "lines_requested": lines, "bytes": text.len(), "text": text});
     Ok(done(format!("read: {alias}"), text, data))
 }
 
 fn prompt(h: &Herdr, alias: &str, id: &str, text: &str) -> Result<ToolOutput, ToolError> {
-    h.run(&["pane", "run", id, "--", text], true)?;
+    let c = h.call(Verb::Prompt, Some(alias));
+    // The text is one argument after the target; Herdr reads it verbatim, also when it
+    // starts with `-`.
+    let a = this(&c, id, answer::one(Verb::Prompt, &h.ok(&c, &[id, text])?))?;
     let data = json!({"backend": "herdr", "target": alias, "input_sent": true,
-                      "submission": "acknowledged", "task_completion": "not_observed"});
+                      "submission": "acknowledged", "task_completion": "not_observed",
+                      "agent_status": a.status});
     let msg = format!(
-        "Herdr acknowledged the prompt to {alias}; use get, read or wait to follow its work\n"
+        "Herdr acknowledged the prompt to {alias} ({}); use get, read or wait to follow its work\n",
+        a.status
     );
     Ok(done(format!("prompt: {alias}"), msg, data))
 }
 
-fn wait(h: &Herdr, alias: &str, id: &str, until: &str, ms: u64) -> Result<ToolOutput, ToolError> {
+fn wait(
+    h: &Herdr,
+    alias: &str,
+    id: &str,
+    states: &[&str],
+    ms: u64,
+) -> Result<ToolOutput, ToolError> {
+    let c = h.call(Verb::Wait, Some(alias));
     // The operation deadline caps the wait; Herdr's own timeout ends a little earlier so
     // that its answer, not the kill, normally ends the call.
     let cap = h
@@ -418,19 +391,36 @@ fn wait(h: &Herdr, alias: &str, id: &str, until: &str, ms: u64) -> Result<ToolOu
         .deadline_ms
         .saturating_sub(h.cfg.deadline_ms / 10)
         .max(1);
-    let waited = ms.min(cap).max(1).to_string();
-    let args = [
-        "wait",
-        "agent-status",
-        id,
-        "--status",
-        until,
-        "--timeout",
-        &waited,
-    ];
-    h.run(&args, false)?;
-    let text = format!("{alias} reached {until}\n");
-    let data = json!({"backend": "herdr", "target": alias, "until": until, "outcome": "reached",
-                      "timeout_ms": waited.parse::<u64>().unwrap_or(0)});
-    Ok(done(format!("wait: {alias} {until}"), text, data))
+    let waited = ms.min(cap).max(1);
+    let waited_s = waited.to_string();
+    let mut rest = vec![id];
+    for s in states {
+        rest.extend(["--until", s]);
+    }
+    rest.extend(["--timeout", &waited_s]);
+    let until = match states.is_empty() {
+        true => DEFAULT_UNTIL,
+        false => states,
+    };
+    let (outcome, status) = match h.run(&c, &rest)? {
+        Ok(out) => (
+            "reached",
+            this(&c, id, answer::one(Verb::Wait, &out))?.status,
+        ),
+        Err(r) if r.code == "timeout" => ("timed_out", "unknown"),
+        Err(r) => return Err(errors::refused(&c, &r)),
+    };
+    let text = match outcome {
+        "reached" => format!("{alias} is {status}\n"),
+        _ => format!(
+            "{alias} did not reach {} within {waited} ms\n",
+            until.join("|")
+        ),
+    };
+    let mut data = json!({"backend": "herdr", "target": alias, "until": until,
+                          "outcome": outcome, "timeout_ms": waited});
+    if outcome == "reached" {
+        data["agent_status"] = json!(status);
+    }
+    Ok(done(format!("wait: {alias} {outcome}"), text, data))
 }

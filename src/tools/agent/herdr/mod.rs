@@ -1,9 +1,12 @@
 //! The optional Herdr backend of `Agent` (seed 000, "Optional Herdr backend"): off unless
 //! the operator names a configuration; every call validates it, checks the caller's
-//! binding, and runs the configured executable once (`run`).
+//! binding, and runs the configured executable once (`run`) with one of Herdr's agent
+//! commands, whose answer `answer` reads strictly and `errors` maps to winx's codes.
 
 pub mod actions;
+pub mod answer;
 pub mod config;
+pub mod errors;
 pub mod run;
 
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! Running the configured Herdr executable once: a literal argument vector (no shell), an
 //! environment without inherited `HERDR_*` and with `HERDR_SOCKET_PATH` from the trusted
-//! configuration, bounded stdout/stderr, and a finite deadline.
+//! configuration, bounded stdout/stderr, and a finite deadline. Whatever the exit status,
+//! both streams come back (`Finished`): Herdr's CLI prints its error envelope on stderr
+//! with exit 1, and `answer` reads it.
 //!
 //! Threads: the child gets its own process group; one thread drains stdout, one stderr
 //! (each keeps at most its limit plus one byte), one waits for the exit status. The caller
@@ -18,7 +20,7 @@ use std::process::{Command, ExitStatus, Stdio};
 pub const MAX_STDOUT: usize = 64 * 1024;
 pub const MAX_STDERR: usize = 16 * 1024;
 
-/// How one run went wrong.
+/// How one run went wrong before it could finish.
 #[derive(Debug)]
 pub enum RunError {
     /// The executable could not be started.
@@ -27,8 +29,15 @@ pub enum RunError {
     Timeout,
     /// `stream` (`stdout` or `stderr`) passed its limit; the process group was killed.
     OutputLimit { stream: &'static str, limit: usize },
-    /// It exited unsuccessfully (`code` is `None` for a signal).
-    Failed { code: Option<i32>, stderr: String },
+}
+
+/// A run that ended by itself within its limits.
+#[derive(Debug)]
+pub struct Finished {
+    /// The exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
 }
 
 /// What the trusted configuration says about running Herdr.
@@ -57,8 +66,8 @@ fn kill_group(pgid: u32) {
     }
 }
 
-/// Run `args` and return its stdout on a successful exit within `deadline`.
-pub fn run(inv: &Invocation, args: &[String], deadline: &Deadline) -> Result<Vec<u8>, RunError> {
+/// Run `args` to its end within `deadline` and the output limits.
+pub fn run(inv: &Invocation, args: &[String], deadline: &Deadline) -> Result<Finished, RunError> {
     let mut cmd = Command::new(inv.executable);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -111,18 +120,9 @@ pub fn run(inv: &Invocation, args: &[String], deadline: &Deadline) -> Result<Vec
         }
     }
     // Every channel delivered (each is replaced by `never` once it has).
-    let (out, err) = (out.unwrap_or_default(), err.unwrap_or_default());
-    match status.flatten() {
-        Some(s) if s.success() => Ok(out),
-        s => Err(RunError::Failed {
-            code: s.and_then(|s| s.code()),
-            stderr: tail(&err, 512),
-        }),
-    }
-}
-
-/// The last `max` bytes of `b` as text (for error messages).
-fn tail(b: &[u8], max: usize) -> String {
-    let s = String::from_utf8_lossy(&b[b.len().saturating_sub(max)..]);
-    s.trim().to_string()
+    Ok(Finished {
+        code: status.flatten().and_then(|s| s.code()),
+        stdout: out.unwrap_or_default(),
+        stderr: err.unwrap_or_default(),
+    })
 }
