@@ -485,7 +485,7 @@ mod tests {
             .map(|(&at, prompt)| {
                 let mut c = Correlation::new(&message_digest(prompt));
                 let mut l = Lines::starting_at(at as u64);
-                l.feed(trace[at..].as_bytes())
+                l.feed(&trace.as_bytes()[at..])
                     .iter()
                     .map(|seen| c.on(seen))
                     .find(|v| *v != Verdict::Pending)

@@ -37,16 +37,18 @@ type Row = (&'static str, TurnState, u32, &'static str);
 
 // Claude Code. Busy: the spinner line, e.g. "✻ Thinking… (12s · esc to interrupt)" —
 // a verb ending in an ellipsis and the interrupt hint on one line (or, lower, the
-// spinner verb alone). Approval: a
-// "Do you want to …?" (or "Do you trust …?") question over a numbered menu whose
-// selected first option reads "❯ 1. Yes". Input: the "> " line (boxed "│ > " in older
-// releases, between two horizontal rules in newer ones), or the "? for shortcuts" hint.
+// spinner verb alone, as 2.1.328 draws it: "· Discombobulating…", with the interrupt hint
+// moved to the footer: "⏵⏵ auto mode on (shift+tab to cycle) · esc to interrupt").
+// Approval: a "Do you want to …?" (or "Do you trust …?") question over a numbered menu
+// whose selected first option reads "❯ 1. Yes". Input: the "> " line (boxed "│ > " in
+// older releases, between two horizontal rules in newer ones; "❯" followed by a
+// no-break space in 2.1.328), or the "? for shortcuts" hint.
 const CLAUDE_SIGNATURE: &str = concat!(
     r"(?m)Claude Code|tell Claude what to do|shift\+tab to cycle|auto-accept edits|",
     r"Context left until auto-compact|^\s*[·✢✳✶✻✽*] \S[^\n]*…[^\n]*esc to interrupt|",
-    r"^│ >(?: |$)|^─{20,}\n>(?: |$)"
+    r"^│ >(?: |$)|^─{20,}\n[>❯](?:[ \x{A0}]|$)|Esc to cancel · Tab to amend|^(?:│ )? ?❯ 1\. Yes\b"
 );
-const CLAUDE_RULES: [Row; 5] = [
+const CLAUDE_RULES: [Row; 6] = [
     (
         "approval_menu",
         TurnState::AwaitingApproval,
@@ -66,10 +68,16 @@ const CLAUDE_RULES: [Row; 5] = [
         r"(?m)^\s*[·✢✳✶✻✽*] [A-Z]\w*…",
     ),
     (
+        "footer_esc_to_interrupt",
+        TurnState::Busy,
+        2,
+        r"(?m)\S · esc to interrupt$",
+    ),
+    (
         "input_box",
         TurnState::AwaitingInput,
         0,
-        r"(?m)^(?:│ )?>(?: |$)",
+        r"(?m)^(?:│ )?[>❯](?:[ \x{A0}]|$)",
     ),
     (
         "shortcuts_hint",
@@ -80,13 +88,15 @@ const CLAUDE_RULES: [Row; 5] = [
 ];
 
 // OpenAI Codex CLI (the Rust TUI). Busy: the status line, e.g.
-// "• Working (12s • esc to interrupt)". Approval: "Would you like to run the following
-// command?" / "… make the following edits?" and the "Press enter to confirm or esc to
-// cancel" footer. Input: the composer ("› " or, in older releases, "▌ ") and its footer
-// ("100% context left", "⏎ send").
+// "• Working (12s • esc to interrupt)" (the bullet blinks "◦" in 0.169). Approval:
+// "Would you like to run the following command?" / "… make the following edits?" and the
+// "Press enter to confirm or esc to cancel" footer. Input: the composer ("› " or, in older
+// releases, "▌ ") and its footer ("100% context left", "⏎ send"; 0.169: "← for agents · ?
+// for shortcuts", or "tab to queue message" while a turn runs).
 const CODEX_SIGNATURE: &str = concat!(
     r"OpenAI Codex|tell Codex what to do|Ask Codex to do anything|\d+% context left|",
-    r"⏎ send|Would you like to (?:run the following command|make the following edits)"
+    r"⏎ send|Would you like to (?:run the following command|make the following edits)|",
+    r"← for agents · \? for shortcuts|tab to queue message|\(\d+[smh][^\n]* • esc to interrupt\)"
 );
 const CODEX_RULES: [Row; 6] = [
     (
@@ -107,7 +117,12 @@ const CODEX_RULES: [Row; 6] = [
         0,
         r"\(\s*\d+[smh][^\n]*esc to interrupt\)",
     ),
-    ("status_working", TurnState::Busy, 1, r"(?m)^\s*• Working\b"),
+    (
+        "status_working",
+        TurnState::Busy,
+        1,
+        r"(?m)^\s*[•◦] Working\b",
+    ),
     ("composer", TurnState::AwaitingInput, 0, r"(?m)^[›▌](?: |$)"),
     (
         "composer_footer",

@@ -16,14 +16,20 @@
 //! prompt-looking last line, see `generic`), `configurable` (operator regexes from a private
 //! JSON file, see `config`), and `auto` (the built-ins in order, then `generic`).
 //!
+//! `composer` answers a second question before a prompt is written: does the program's
+//! input box already hold text?
+//!
 //! Invariant: nothing here reads a clock, a file descriptor or a process; callers pass
 //! `quiet_ms` and `running` in. The one exception is `load_rules`, which reads the rule
 //! file once. Recognition is heuristic: it never panics and says `Unknown` with a reason
 //! rather than guessing.
 
 mod builtin;
+pub mod composer;
 mod config;
 mod generic;
+#[cfg(test)]
+mod recorded_tests;
 #[cfg(test)]
 mod tests;
 
