@@ -25,8 +25,11 @@ pub struct Setting {
 
 impl Setting {
     /// The binding key of `principal` (seed 000: `local`, or `http:<principal id>`).
+    /// `principal` is an HTTP principal's name or already its key (`http:<name>`); names
+    /// hold no `:`, so the two cannot be confused.
     pub fn principal_key(&self, principal: &str) -> String {
         match self.http {
+            true if principal.starts_with("http:") => principal.to_string(),
             true => format!("http:{principal}"),
             false => "local".to_string(),
         }
@@ -44,5 +47,21 @@ impl Setting {
             "availability": availability,
             "reason": reason,
         }})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn principal_keys_are_local_or_http_names() {
+        let http = Setting {
+            http: true,
+            ..Setting::default()
+        };
+        assert_eq!(http.principal_key("alice"), "http:alice");
+        assert_eq!(http.principal_key("http:alice"), "http:alice");
+        assert_eq!(Setting::default().principal_key("alice"), "local");
     }
 }
