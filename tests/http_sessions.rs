@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// The principal of a single-token server.
-const PRINCIPAL: &str = "default";
+/// The principal key of a single-token server (`http:` and its name).
+const PRINCIPAL: &str = "http:default";
 
 /// One abandoned-after-use session: its workspace (holding `a.txt`) and thread ID.
 struct Session {

@@ -2,13 +2,12 @@
 //! principals with their tool policies, and the limits. Built once at startup from
 //! `ServeArgs` and the environment; every problem is a startup error (exit 2).
 //!
-//! Invariant: raw tokens never leave this module; a `Principal` carries only the SHA-256
-//! digest of its token.
+//! Invariant: raw tokens never leave this module and `principals` (the principal config);
+//! a `Principal` carries only the SHA-256 digest of its token.
 
 use super::cli::ServeArgs;
 use super::vars::{self, ConfigError, Var};
-use crate::tools::policy::{PolicyError, ToolPolicy};
-use serde::Deserialize;
+use crate::tools::policy::ToolPolicy;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::io::Read;
@@ -33,10 +32,10 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DRAIN_GRACE: Duration = Duration::from_secs(20);
 /// The principal name of a single-token server.
 pub const SINGLE_PRINCIPAL: &str = "default";
-const MAX_NAME_CHARS: usize = 64;
-/// A token file or principal config larger than this is certainly a mistake.
+/// A token file larger than this is certainly a mistake.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
-const MAX_PRINCIPAL_CONFIG_BYTES: u64 = 1 << 20;
+
+pub use super::principals::{RESERVED_NAMES, load_principal_config};
 
 pub use crate::session::Affinity;
 
@@ -44,10 +43,21 @@ pub use crate::session::Affinity;
 #[derive(Clone)]
 pub struct Principal {
     pub name: String,
+    /// What sessions, history, tasks and requests are keyed by (`http:<name>`): never
+    /// equal to the stdio user's `local`, whatever the name (`key`).
+    pub key: String,
     pub token_digest: [u8; 32],
     pub policy: ToolPolicy,
     /// Where the token was read from, so file tools can refuse it.
     pub token_file: Option<PathBuf>,
+    /// The variable the token was read from (`token_env`), so shells never get it.
+    pub token_env: Option<String>,
+}
+
+/// The key of the HTTP principal `name` (seed 000's Herdr bindings use the same form):
+/// the stdio user is `local`, and no HTTP key can be (names hold no `:`).
+pub fn key(name: &str) -> String {
+    format!("http:{name}")
 }
 
 impl fmt::Debug for Principal {
@@ -78,9 +88,13 @@ pub struct HttpConfig {
     pub drain_grace: Duration,
     /// Credential files (token files, the principal config) that file tools must refuse.
     pub secret_files: Vec<PathBuf>,
+    /// Variables that held a credential (`WINX_HTTP_TOKEN`, every `token_env`): no shell,
+    /// winxd or guardian gets them, and the server scrubs them from its own environment
+    /// block (`config::credentials`).
+    pub credential_vars: Vec<String>,
 }
 
-fn err(msg: impl Into<String>) -> ConfigError {
+pub(super) fn err(msg: impl Into<String>) -> ConfigError {
     ConfigError(msg.into())
 }
 
@@ -145,8 +159,12 @@ impl HttpConfig {
             .map(PathBuf::from)
             .chain(principals.iter().filter_map(|p| p.token_file.clone()))
             .collect();
+        let credential_vars = std::iter::once(vars::HTTP_TOKEN.name.to_string())
+            .chain(principals.iter().filter_map(|p| p.token_env.clone()))
+            .collect();
         Ok(HttpConfig {
             secret_files,
+            credential_vars,
             bind,
             principals,
             credential_source,
@@ -233,9 +251,11 @@ fn principals(
         let token = check_token(&token, from, weak_ok)?;
         Ok(vec![Principal {
             name: SINGLE_PRINCIPAL.into(),
+            key: key(SINGLE_PRINCIPAL),
             token_digest: token_digest(token.as_bytes()),
             policy: policy.clone(),
             token_file: None,
+            token_env: None,
         }])
     };
     if let Some(path) = &args.principal_config {
@@ -264,7 +284,7 @@ fn principals(
 }
 
 /// Trim surrounding whitespace (files usually end in a newline) and check the rest.
-fn check_token(raw: &str, from: &str, weak_ok: bool) -> Result<String, ConfigError> {
+pub(super) fn check_token(raw: &str, from: &str, weak_ok: bool) -> Result<String, ConfigError> {
     let token = raw.trim_matches(|c: char| c.is_ascii_whitespace());
     if token.is_empty() {
         return Err(err(format!("the token from {from} is empty")));
@@ -326,213 +346,6 @@ pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
     Ok(s)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PrincipalFile {
-    principals: Vec<PrincipalEntry>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PrincipalEntry {
-    name: String,
-    token_file: Option<PathBuf>,
-    token_env: Option<String>,
-    tool_profile: Option<String>,
-    allowed_tools: Option<Vec<String>>,
-    workspace_roots: Option<Vec<PathBuf>>,
-}
-
-/// Parse and validate the principal TOML (seed 003, "Multiple authenticated principals").
-/// Keys a principal config may hold: the only file text a TOML error may repeat.
-const PRINCIPAL_KEYS: [&str; 6] = [
-    "principals",
-    "name",
-    "token_file",
-    "token_env",
-    "tool_profile",
-    "allowed_tools",
-];
-
-/// A TOML error without the file's text: the position, and the parser's message with
-/// every quoted fragment that is not a known key replaced by `…`. The file may be a token
-/// file passed by mistake, and the default message quotes the offending line.
-fn toml_error(e: &toml::de::Error, text: &str) -> String {
-    let at = e.span().map_or(String::new(), |span| {
-        let before = &text.as_bytes()[..span.start.min(text.len())];
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-        format!(" at line {line}, column {col}")
-    });
-    format!("invalid TOML{at}: {}", redact_quoted(e.message().trim()))
-}
-
-/// `s` with the inside of every `` `…` `` or `"…"` replaced by `…`, unless it is a known
-/// key or one punctuation character (`=`, `]`).
-fn redact_quoted(s: &str) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(open) = rest.find(['`', '"']) {
-        let q = rest.as_bytes()[open] as char;
-        out.push_str(&rest[..=open]);
-        let after = &rest[open + 1..];
-        let Some(close) = after.find(q) else {
-            out.push('…');
-            return out;
-        };
-        let inner = &after[..close];
-        let punct = inner.len() == 1 && inner.bytes().all(|b| b.is_ascii_punctuation());
-        out.push_str(if PRINCIPAL_KEYS.contains(&inner) || punct {
-            inner
-        } else {
-            "…"
-        });
-        out.push(q);
-        rest = &after[close + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
-pub fn load_principal_config(
-    path: &Path,
-    weak_ok: bool,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<Principal>, ConfigError> {
-    let shown = path.display();
-    let meta = std::fs::metadata(path)
-        .map_err(|e| err(format!("cannot read principal config {shown}: {e}")))?;
-    if !meta.is_file() || meta.len() > MAX_PRINCIPAL_CONFIG_BYTES {
-        return Err(err(format!(
-            "principal config {shown} must be a regular file under 1 MiB"
-        )));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(err(format!(
-            "principal config {shown} is writable by group or others; run chmod 600 {shown}"
-        )));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| err(format!("cannot read principal config {shown}: {e}")))?;
-    let file: PrincipalFile = toml::from_str(&text).map_err(|e| {
-        err(format!(
-            "principal config {shown}: {}",
-            toml_error(&e, &text)
-        ))
-    })?;
-    if file.principals.is_empty() {
-        return Err(err(format!(
-            "principal config {shown} defines no [[principals]]"
-        )));
-    }
-    let base = path.parent().unwrap_or(Path::new("."));
-    let mut out: Vec<Principal> = Vec::new();
-    for entry in file.principals {
-        let p = principal_entry(entry, base, weak_ok, env)
-            .map_err(|e| err(format!("principal config {shown}: {e}")))?;
-        if let Some(prev) = out.iter().find(|q| q.name.eq_ignore_ascii_case(&p.name)) {
-            return Err(err(format!(
-                "principal config {shown}: duplicate principal name {:?} (also {:?}; names are \
-                 compared case-insensitively)",
-                p.name, prev.name
-            )));
-        }
-        if let Some(prev) = out.iter().find(|q| q.token_digest == p.token_digest) {
-            return Err(err(format!(
-                "principal config {shown}: principals {:?} and {:?} share a token; give each \
-                 client its own",
-                prev.name, p.name
-            )));
-        }
-        out.push(p);
-    }
-    Ok(out)
-}
-
-/// `workspace_roots`: absolute existing directories, kept canonical.
-fn workspace_roots(name: &str, roots: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
-    if roots.is_empty() {
-        return Err(format!(
-            "principal {name:?}: workspace_roots cannot be empty (omit it to allow any workspace)"
-        ));
-    }
-    roots
-        .into_iter()
-        .map(|r| {
-            if !r.is_absolute() {
-                return Err(format!(
-                    "principal {name:?}: workspace root {} must be an absolute path",
-                    r.display()
-                ));
-            }
-            r.canonicalize().ok().filter(|c| c.is_dir()).ok_or_else(|| {
-                format!(
-                    "principal {name:?}: workspace root {} is not an existing directory",
-                    r.display()
-                )
-            })
-        })
-        .collect()
-}
-
-fn principal_entry(
-    e: PrincipalEntry,
-    base: &Path,
-    weak_ok: bool,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Principal, String> {
-    let name = e.name;
-    if name.is_empty()
-        || name.len() > MAX_NAME_CHARS
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err(format!(
-            "principal name {name:?} must be 1..={MAX_NAME_CHARS} ASCII letters, digits, '_' or '-'"
-        ));
-    }
-    let mut token_file = None;
-    let (raw, from) = match (e.token_file, e.token_env) {
-        (Some(f), None) => {
-            let f = if f.is_absolute() { f } else { base.join(f) };
-            let t = read_token_file(&f).map_err(|e| e.0)?;
-            let from = format!("token file {}", f.display());
-            token_file = Some(f);
-            (t, from)
-        }
-        (None, Some(var)) => {
-            let t = env(&var).filter(|t| !t.is_empty()).ok_or_else(|| {
-                format!("principal {name:?}: environment variable {var} is not set")
-            })?;
-            (t, format!("environment variable {var}"))
-        }
-        _ => {
-            return Err(format!(
-                "principal {name:?} must set exactly one of token_file or token_env"
-            ));
-        }
-    };
-    let token = check_token(&raw, &from, weak_ok).map_err(|e| e.0)?;
-    let policy = match &e.allowed_tools {
-        Some(list) if list.is_empty() => Err(PolicyError::EmptyAllowlist),
-        Some(list) => ToolPolicy::build(e.tool_profile.as_deref(), list),
-        None => ToolPolicy::build(e.tool_profile.as_deref(), &[]),
-    }
-    .map_err(|pe| format!("principal {name:?}: {pe}"))?;
-    let mut policy = policy;
-    policy.workspace_roots = e
-        .workspace_roots
-        .map(|roots| workspace_roots(&name, roots))
-        .transpose()?;
-    Ok(Principal {
-        name,
-        token_digest: token_digest(token.as_bytes()),
-        policy,
-        token_file,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,10 +371,6 @@ mod tests {
     #[test]
     fn bind_parsing_and_loopback() {
         assert!(is_loopback(parse_bind("127.0.0.1:0").unwrap().ip()));
-        assert_eq!(
-            redact_quoted("unknown field `s3cret`, expected `name` or \"x\", not `=`"),
-            "unknown field `…`, expected `name` or \"…\", not `=`"
-        );
         assert!(is_loopback(parse_bind("localhost:8000").unwrap().ip()));
         assert!(is_loopback(parse_bind("[::1]:1").unwrap().ip()));
         assert!(is_loopback(
@@ -584,7 +393,3 @@ mod tests {
         assert_ne!(token_digest(b"a"), token_digest(b"b"));
     }
 }
-
-#[cfg(test)]
-#[path = "http_fuzz_tests.rs"]
-mod fuzz;

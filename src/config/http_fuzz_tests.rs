@@ -1,4 +1,4 @@
-//! Property tests for the principal config parser (`load_principal_config`).
+//! Property tests for the principal config parser (`principals::load_principal_config`).
 
 use super::*;
 use proptest::prelude::*;
@@ -42,6 +42,7 @@ fn arb_string_lit() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => prop::sample::select(vec![
             "alice", "Alice", "bob", "ci-runner_2", "alice", "bob", "carol", "", "bad name", "ünï", "a/b",
+            "local", "Default",
             "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
         ])
         .prop_map(str::to_string),
@@ -202,6 +203,8 @@ proptest! {
                 for (i, p) in list.iter().enumerate() {
                     prop_assert!(!p.name.is_empty() && p.name.len() <= MAX_NAME_CHARS);
                     prop_assert!(p.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+                    prop_assert!(!RESERVED_NAMES.iter().any(|r| p.name.eq_ignore_ascii_case(r)));
+                    prop_assert_eq!(&p.key, &format!("http:{}", p.name));
                     prop_assert!(known.contains(&p.token_digest));
                     for q in &list[..i] {
                         prop_assert!(!q.name.eq_ignore_ascii_case(&p.name));

@@ -5,8 +5,10 @@
 
 pub mod agentcli;
 pub mod cli;
+pub mod credentials;
 pub mod http;
 pub mod opcli;
+pub mod principals;
 pub mod sandbox;
 pub mod usage;
 pub mod vars;
@@ -20,6 +22,10 @@ use crate::jsonrpc::MAX_MESSAGE_BYTES;
 use crate::runtime::{RuntimeConfig, RuntimeKind};
 use crate::tools::policy::ToolPolicy;
 use std::path::{Path, PathBuf};
+
+/// The principal key of the stdio user (and of the operator's `agent` commands). No HTTP
+/// principal has it: theirs are `http:<name>` (`http::key`), and the name is reserved.
+pub const LOCAL_PRINCIPAL: &str = "local";
 
 /// The process environment, read once by a binary's `main` and handed to the builders
 /// here (the one place configuration comes from the environment).
@@ -180,6 +186,8 @@ impl Config {
             herdr_config.as_slice(),
         )?;
         sandbox::child_env(&sandbox, &mut runtime.base_env);
+        // winxd, guardians and shells never get a credential (`credentials`).
+        runtime.base_env.retain(|(k, _)| !credentials::is_secret(k));
         let mut allow_paths = crate::files::policy::AllowPaths::parse(
             &vars::text(&vars::ALLOW_PATHS, env).unwrap_or_default(),
         );
@@ -218,7 +226,7 @@ impl Config {
             workers,
             max_message_bytes: MAX_MESSAGE_BYTES,
             server_instructions: vars::text(&vars::SERVER_INSTRUCTIONS, env),
-            principal: "local".into(),
+            principal: LOCAL_PRINCIPAL.into(),
             herdr: crate::tools::agent::herdr::Setting {
                 config: herdr_config,
                 http: false,

@@ -107,9 +107,11 @@ mod tests {
     fn principal(name: &str, token: &str) -> Principal {
         Principal {
             name: name.into(),
+            key: crate::config::http::key(name),
             token_digest: token_digest(token.as_bytes()),
             policy: ToolPolicy::profile(Profile::Full),
             token_file: None,
+            token_env: None,
         }
     }
 

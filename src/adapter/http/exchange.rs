@@ -248,7 +248,7 @@ impl Call<'_> {
             // No hand-off, no timer: the dispatch slot (taken by the caller) still counts
             // it, and nothing it does can wait.
             let ctx = CallContext {
-                principal: &self.principal.name,
+                principal: &self.principal.key,
                 policy: &self.principal.policy,
                 affinity,
                 conversation: conversation.map(String::as_str),
@@ -281,7 +281,7 @@ impl Call<'_> {
         };
         let job = Box::new(move || {
             let ctx = CallContext {
-                principal: &principal.name,
+                principal: &principal.key,
                 policy: &principal.policy,
                 affinity,
                 conversation: conversation.as_deref(),

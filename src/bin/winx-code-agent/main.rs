@@ -53,7 +53,7 @@ fn adapter(args: std::env::ArgsOs) -> ExitCode {
             };
         }
     };
-    let config = match Config::build(&args, winx::config::process_env()) {
+    let mut config = match Config::build(&args, winx::config::process_env()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}\nhint: run 'winx-code-agent --help' for usage");
@@ -69,6 +69,10 @@ fn adapter(args: std::env::ArgsOs) -> ExitCode {
         },
         false => None,
     };
+    // Every credential is read: nothing started from here on gets one, and this process's
+    // environment block no longer shows them (docs/decisions/002).
+    let credential_vars = http.as_ref().map(|h| h.credential_vars.as_slice());
+    winx::config::credentials::forget(&mut config, credential_vars.unwrap_or_default());
     // The sandbox comes before any thread, writer or PTY, so all of them inherit it.
     let own_dirs = [
         config.state_dir.as_path(),
