@@ -41,7 +41,7 @@ venv: $(VENV)/.mcp-$(MCP_SDK_VERSION)
 # Node.js comes from Debian's packages when missing; the SDK from the npm registry.
 $(NODE_SDK)/.sdk-$(TS_SDK_VERSION):
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 \
-		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q nodejs npm >/dev/null; }
+		|| { $(call apt_install,nodejs npm); }
 	mkdir -p $(NODE_SDK)
 	npm install --silent --no-audit --no-fund --prefix $(NODE_SDK) "@modelcontextprotocol/sdk@$(TS_SDK_VERSION)"
 	touch $@
@@ -60,31 +60,43 @@ $(HOSTS)/.hosts-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION): $(NODE_SDK)/.sdk-$(TS_S
 
 hosts: $(HOSTS)/.hosts-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)
 
-# The zsh variants of tests/bash.rs need zsh: installed from Debian's packages when
-# missing (as root, else through sudo).
+# Debian packages the tests need, installed only when missing (as root, else through
+# sudo), without recommended packages (Chromium's recommends are 90 more packages, avahi
+# and samba libraries among them). Quiet when it works; when it fails apt-get's output
+# (kept in target/apt-PACKAGE.log) is shown and the target fails. The package lists are
+# refreshed only when the first attempt fails.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+define apt_install
+mkdir -p target && echo "apt-get: installing $(1)" >&2 \
+	&& { { $(APT_GET) install -y -q --no-install-recommends $(1) \
+		|| { $(APT_GET) update -q && $(APT_GET) install -y -q --no-install-recommends $(1); }; \
+	} >target/apt-$(firstword $(1)).log 2>&1 \
+	|| { cat target/apt-$(firstword $(1)).log >&2; echo "apt-get install $(1) failed (output above)" >&2; exit 1; }; }
+endef
+
+# The zsh variants of tests/bash.rs need zsh.
 shells:
-	@command -v zsh >/dev/null 2>&1 || $(SUDO) apt-get install -y -q zsh >/dev/null 2>&1 \
-		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q zsh >/dev/null; }
-	@command -v zsh >/dev/null || { echo "zsh is required by the tests and could not be installed" >&2; exit 1; }
+	@command -v zsh >/dev/null 2>&1 || { $(call apt_install,zsh); }
 
 # The HTML usage report is rendered by headless Chromium in tests/usage_report.rs (the test
-# skips with a note without it): installed from Debian's packages when missing.
+# skips with a note without it).
 browser:
-	@command -v chromium >/dev/null 2>&1 || $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1 \
-		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q chromium >/dev/null; }
-	@command -v chromium >/dev/null || { echo "chromium is required by the report tests and could not be installed" >&2; exit 1; }
+	@command -v chromium >/dev/null 2>&1 || { $(call apt_install,chromium); }
 
-# tests/codemap_ctags.rs compares CodeMap's outlines with Universal Ctags': installed
-# from Debian's packages when missing (as root, else through sudo), like zsh above.
+# tests/codemap_ctags.rs compares CodeMap's outlines with Universal Ctags'.
 ctags:
-	@ctags --version 2>/dev/null | grep -q Universal || $(SUDO) apt-get install -y -q universal-ctags >/dev/null 2>&1 \
-		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q universal-ctags >/dev/null; }
-	@ctags --version 2>/dev/null | grep -q Universal || { echo "Universal Ctags is required by the tests and could not be installed" >&2; exit 1; }
+	@ctags --version 2>/dev/null | grep -q Universal || { $(call apt_install,universal-ctags); }
 
-test: lint venv node-sdk hosts shells browser ctags
-	WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) \
-		WINX_TEST_HOSTS=$(abspath $(HOSTS)) $(CARGO) test
+# make for the steps, named indirectly so `make -n test` only prints the recipe.
+SUBMAKE := $(MAKE)
+# Each step and then every test binary run even when an earlier one fails (cargo test
+# --no-fail-fast); the last line is "N passed, N failed, N ignored", then the steps that
+# failed, if any (tests/make_test.sh).
+test:
+	@WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) \
+		WINX_TEST_HOSTS=$(abspath $(HOSTS)) CARGO="$(CARGO)" MAKE="$(SUBMAKE)" \
+		tests/make_test.sh lint venv node-sdk hosts shells browser ctags
 
 bench:
 	$(CARGO) bench --bench stdio
