@@ -220,21 +220,27 @@ impl Conn {
         Ok(())
     }
 
-    /// One CRLF- (or LF-) terminated line of at most `max` bytes, without its end.
-    fn line(&mut self, max: usize, deadline: Deadline) -> Result<String, BodyError> {
+    /// One LF-terminated line of at most `max` bytes, with its end.
+    fn raw_line(&mut self, max: usize, deadline: Deadline) -> Result<Vec<u8>, BodyError> {
         loop {
             if let Some(i) = self.unread().iter().position(|&b| b == b'\n') {
-                let raw = &self.unread()[..i];
-                let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-                let text = String::from_utf8_lossy(raw).into_owned();
+                let raw = self.unread()[..=i].to_vec();
                 self.consume(i + 1);
-                return Ok(text);
+                return Ok(raw);
             }
             if self.unread().len() > max {
                 return Err(BodyError::Malformed("chunk line too long".into()));
             }
             self.fill_body(1, deadline)?;
         }
+    }
+
+    /// One CRLF- (or LF-) terminated line of at most `max` bytes, without its end.
+    fn line(&mut self, max: usize, deadline: Deadline) -> Result<String, BodyError> {
+        let raw = self.raw_line(max, deadline)?;
+        let raw = raw.strip_suffix(b"\n").unwrap_or(&raw);
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        Ok(String::from_utf8_lossy(raw).into_owned())
     }
 
     /// Collect a whole body of at most `cap` bytes before `deadline`.
@@ -261,9 +267,9 @@ impl Conn {
         let bad = |why: &str| BodyError::Malformed(why.to_string());
         let mut body = Vec::new();
         loop {
-            let line = self.line(MAX_CHUNK_LINE, deadline)?;
-            let size = line.split(';').next().unwrap_or("").trim();
-            let size = usize::from_str_radix(size, 16).map_err(|_| bad("bad chunk size"))?;
+            let line = self.raw_line(MAX_CHUNK_LINE, deadline)?;
+            let size = super::wire::chunk_size(&line).map_err(bad)?;
+            let size = usize::try_from(size).map_err(|_| BodyError::TooLarge)?;
             if size == 0 {
                 break;
             }

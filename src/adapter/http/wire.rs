@@ -32,9 +32,6 @@ pub struct Head {
 /// A byte range of `Head::text`, always on `char` boundaries.
 type Span = (u32, u32);
 
-/// Field slots reserved up front: a typical MCP request has about ten fields.
-const FIELDS_PREALLOC: usize = 16;
-
 /// Why a head cannot be served.
 #[derive(Debug, PartialEq, Eq)]
 pub enum HeadError {
@@ -159,77 +156,82 @@ pub fn head_end(buf: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// Parse a complete head (the bytes up to and including its blank line).
+/// Parse a complete head (the bytes up to and including its blank line) with `httparse`,
+/// then hold it as text with spans. On top of what `httparse` checks (token method and
+/// names, request-target and value characters, no obsolete line folding, at most
+/// `MAX_HEADERS` fields): the head is UTF-8, the target is origin-form or `*`, and the
+/// version is 1.0 or 1.1.
 pub fn parse_head(bytes: &[u8]) -> Result<Head, HeadError> {
     use HeadError::{Malformed, TooLarge};
     if bytes.len() > MAX_HEAD_BYTES {
         return Err(TooLarge);
     }
     let text = std::str::from_utf8(bytes).map_err(|_| Malformed("head is not UTF-8"))?;
-    // Where `part` (a subslice of `text`) lies in it; heads are far below 4 GiB.
-    let span = |part: &str| -> Span {
-        let from = part.as_ptr() as usize - text.as_ptr() as usize;
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    match req.parse(bytes) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(Malformed("incomplete request head")),
+        Err(httparse::Error::TooManyHeaders) => return Err(TooLarge),
+        Err(e) => return Err(Malformed(malformed(e))),
+    }
+    // Where `part` (a subslice of `bytes`, so of `text`) lies; heads are far below 4 GiB.
+    let span = |part: &[u8]| -> Span {
+        let from = part.as_ptr() as usize - bytes.as_ptr() as usize;
         (from as u32, (from + part.len()) as u32)
     };
-    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
-    // RFC 9112 §2.2: empty lines before the request line are ignored.
-    let request_line = lines
-        .by_ref()
-        .find(|l| !l.is_empty())
-        .ok_or(Malformed("empty request"))?;
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let (Some(method), Some(target)) = (req.method, req.path) else {
         return Err(Malformed("malformed request line"));
     };
-    if !is_token(method) {
-        return Err(Malformed("malformed method"));
-    }
-    if !(target.starts_with('/') || target == "*") || target.bytes().any(|b| b <= b' ') {
+    if !(target.starts_with('/') || target == "*") {
         return Err(Malformed("malformed request target"));
     }
-    let version = match version {
-        "HTTP/1.1" => Version::Http11,
-        "HTTP/1.0" => Version::Http10,
+    let version = match req.version {
+        Some(1) => Version::Http11,
+        Some(0) => Version::Http10,
         _ => return Err(Malformed("unsupported HTTP version")),
     };
-    let mut fields = Vec::with_capacity(FIELDS_PREALLOC);
-    for line in lines {
-        if line.is_empty() {
-            break;
-        }
-        if line.starts_with([' ', '\t']) {
-            return Err(Malformed("obsolete header line folding"));
-        }
-        let (name, value) = line
-            .split_once(':')
-            .ok_or(Malformed("header without ':'"))?;
-        if !is_token(name) {
-            return Err(Malformed("malformed header name"));
-        }
-        if fields.len() == MAX_HEADERS {
-            return Err(TooLarge);
-        }
-        let value = value.trim_matches([' ', '\t']);
-        if value.bytes().any(|b| b < b' ' && b != b'\t' || b == 0x7f) {
-            return Err(Malformed("control character in a header value"));
-        }
-        fields.push((span(name), span(value)));
-    }
+    let fields = req
+        .headers
+        .iter()
+        .map(|h| {
+            let value = h.value.trim_ascii();
+            (span(h.name.as_bytes()), span(value))
+        })
+        .collect::<Vec<_>>();
     Ok(Head {
-        method: span(method),
-        target: span(target),
+        method: span(method.as_bytes()),
+        target: span(target.as_bytes()),
         version,
         fields,
         text: text.to_string(),
     })
+}
+
+/// The reason a head `httparse` refused is malformed, for the 400's text.
+fn malformed(e: httparse::Error) -> &'static str {
+    use httparse::Error as E;
+    match e {
+        E::HeaderName => "malformed header name",
+        E::HeaderValue => "control character in a header value",
+        E::NewLine => "malformed line end",
+        E::Status | E::Token => "malformed method",
+        E::Version => "unsupported HTTP version",
+        E::TooManyHeaders => "too many header fields",
+    }
+}
+
+/// The size on a chunk-size line (`hex-size [; extensions] CRLF`, the line end included),
+/// by `httparse`: no sign, no leading blank, at most 15 hex digits, a CR only before LF.
+pub fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
+    // `1*HEXDIG`: `httparse` reads an empty size as 0.
+    if !line.first().is_some_and(u8::is_ascii_hexdigit) {
+        return Err("bad chunk size");
+    }
+    match httparse::parse_chunk_size(line) {
+        Ok(httparse::Status::Complete((used, size))) if used == line.len() => Ok(size),
+        _ => Err("bad chunk size"),
+    }
 }
 
 fn reason(status: u16) -> &'static str {

@@ -128,3 +128,31 @@ fn responses_carry_their_framing() {
     );
     assert!(head(200, &[], 2, false).ends_with("Content-Length: 2\r\n\r\n"));
 }
+
+#[test]
+fn chunk_size_lines_are_strict() {
+    assert_eq!(chunk_size(b"5\r\n"), Ok(5));
+    assert_eq!(chunk_size(b"1aF;name=value\r\n"), Ok(0x1af));
+    assert_eq!(chunk_size(b"0\r\n"), Ok(0));
+    // Accepted by the old `trim()` + `from_str_radix` reading, refused now (issue 36
+    // item 9): a sign, a leading blank or tab, a trailing NBSP, a bare CR in an extension,
+    // a bare LF, more digits than a u64 holds.
+    for bad in [
+        &b"+5\r\n"[..],
+        b" 5\r\n",
+        b"\t5\r\n",
+        b"+0\r\n",
+        "5\u{a0}\r\n".as_bytes(),
+        b"5;a=b\rc\r\n",
+        b"5\n",
+        b"10000000000000000\r\n",
+        b"\r\n",
+        b"x\r\n",
+    ] {
+        assert!(
+            chunk_size(bad).is_err(),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
