@@ -179,6 +179,22 @@ impl ToolOutput {
         Value::Object(result)
     }
 
+    /// A refusal, its text rendered from `envelope`: the code, the message and the next
+    /// call, so the text is complete on its own (Claude Code shows the model only the
+    /// text block of a result marked `isError`).
+    pub fn refusal(envelope: Envelope) -> ToolOutput {
+        let code = envelope.error_code.map_or("error", |c| c.as_str());
+        let mut text = format!("Error ({code}): {}", envelope.message);
+        if let Some(next) = &envelope.next_action {
+            text.push_str(&format!("\nNext: {} {}", next.tool, next.arguments));
+        }
+        ToolOutput {
+            text,
+            envelope,
+            images: Vec::new(),
+        }
+    }
+
     /// Whether `data` holds the text block verbatim (see `to_result`).
     fn data_holds_text(&self) -> bool {
         let data = &self.envelope.data;

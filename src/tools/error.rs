@@ -532,15 +532,7 @@ impl ToolError {
             required_reads: Vec::new(),
             data,
         };
-        let mut text = format!("Error ({}): {message}", m.code);
-        if let Some(next) = &envelope.next_action {
-            text.push_str(&format!("\nNext: {} {}", next.tool, next.arguments));
-        }
-        ToolOutput {
-            text,
-            envelope,
-            images: Vec::new(),
-        }
+        ToolOutput::refusal(envelope)
     }
 }
 

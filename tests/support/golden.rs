@@ -16,7 +16,8 @@ pub fn golden_dir() -> PathBuf {
 
 /// `text` with what varies between runs replaced: each of `known` (a test's own paths and
 /// ids, most specific first) by its placeholder, then any other temp directory by `<TMP>`,
-/// `sha256:` revisions by `sha256:<REV>`, execution ids by `<ID>`, durations by `<DUR>`.
+/// `sha256:` revisions by `sha256:<REV>`, execution ids by `<ID>`, durations by `<DUR>`,
+/// thread ids by `<THREAD>`.
 pub fn normalise(text: &str, known: &[(&str, &str)]) -> String {
     let mut out = text.to_string();
     for (value, placeholder) in known {
@@ -29,6 +30,7 @@ pub fn normalise(text: &str, known: &[(&str, &str)]) -> String {
         (r"sha256:[0-9a-f]{64}", "sha256:<REV>"),
         (r"\b[0-9a-f]{8,}-[0-9]+\b", "<ID>"),
         (r"\b[0-9]+(\.[0-9]+)?(ms|s)\b", "<DUR>"),
+        (r"\bws_[A-Za-z0-9_-]*_[0-9a-f]{12}\b", "<THREAD>"),
     ];
     for (pattern, placeholder) in rules {
         out = Regex::new(pattern)

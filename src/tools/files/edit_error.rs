@@ -312,21 +312,16 @@ impl EditFailure {
                 json!({"edit_applied": false}),
             ),
         };
-        let text = format!("Error ({code}): {message}");
-        ToolOutput {
-            images: Vec::new(),
-            text,
-            envelope: Envelope {
-                status,
-                tool: tool.into(),
-                message,
-                error_code: Some(code),
-                retryable,
-                retry_same_call: false,
-                next_action: next,
-                required_reads: reads,
-                data,
-            },
-        }
+        ToolOutput::refusal(Envelope {
+            status,
+            tool: tool.into(),
+            message,
+            error_code: Some(code),
+            retryable,
+            retry_same_call: false,
+            next_action: next,
+            required_reads: reads,
+            data,
+        })
     }
 }

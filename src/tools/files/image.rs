@@ -140,11 +140,7 @@ fn refusal(status: Status, code: ErrorCode, message: String, data: Value) -> Too
     let mut env = Envelope::completed(TOOL, message.clone(), data);
     mark(&mut env, status, code);
     env.retryable = matches!(status, Status::InvalidInput);
-    ToolOutput {
-        text: format!("Error ({code}): {message}"),
-        envelope: env,
-        images: Vec::new(),
-    }
+    ToolOutput::refusal(env)
 }
 
 fn decode_limits() -> Limits {

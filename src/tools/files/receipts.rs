@@ -144,9 +144,5 @@ fn changed_since(tool: ToolName, binding: &Binding, changed: Vec<String>) -> Too
         instruction: "Re-read the changed files, then decide on a new edit.".into(),
         arguments: json!({"thread_id": binding.thread_id, "workspace_root": binding.workspace_str(), "file_paths": changed}),
     });
-    ToolOutput {
-        images: Vec::new(),
-        text: format!("Error (mutation_postcondition_changed): {message}"),
-        envelope: env,
-    }
+    ToolOutput::refusal(env)
 }

@@ -110,9 +110,5 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
 fn refusal(message: &str) -> ToolOutput {
     let mut env = Envelope::completed(ToolName::UndoEdit, message, json!({}));
     mark(&mut env, Status::Conflict, ErrorCode::UndoRefused);
-    ToolOutput {
-        images: Vec::new(),
-        text: format!("Error (undo_refused): {message}"),
-        envelope: env,
-    }
+    ToolOutput::refusal(env)
 }
