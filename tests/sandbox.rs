@@ -4,9 +4,11 @@
 //! errors; `doctor` reports the state.
 //!
 //! Everything "outside" lives in a scratch directory the sandbox provably does not allow:
-//! `scratch` asks `doctor` for the rules and takes the first of `CARGO_TARGET_TMPDIR`,
-//! `/var/tmp` and HOME under none of them (the sandbox leaves `/tmp` writable, so a
-//! checkout under `/tmp` puts the target directory inside the allowed set). A kernel without Landlock is made for one process by a seccomp filter
+//! `scratch` asks `doctor` for the rules and takes the first of `CARGO_TARGET_TMPDIR` and
+//! HOME under none of them (the sandbox leaves `/tmp` writable, so a checkout under `/tmp`
+//! puts the target directory inside the allowed set) nor in a system temporary directory
+//! (where the temporary-artifact policy refuses a shell's writes before the sandbox could).
+//! A kernel without Landlock is made for one process by a seccomp filter
 //! that answers the Landlock system call with `ENOSYS`, as such a kernel does; when the
 //! machine's own kernel lacks Landlock, the tests that need it check the startup error
 //! instead of skipping.
@@ -41,21 +43,32 @@ fn scratch_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(scratch()).expect("tempdir in the scratch directory")
 }
 
-/// The parent of every test tree: the first candidate under none of the roots (writable,
-/// readable or device) of an enforcing sandbox whose workspace and HOME live in it, as
-/// `doctor` lists them. Test trees are fresh directories in it, so only their own
-/// workspace, HOME and named roots are allowed, never a sibling. Panics, naming the
-/// roots, when no candidate qualifies.
+/// System temporary directories: the temporary-artifact policy refuses a shell's writes
+/// there before the sandbox is reached, so "outside" is never in one.
+const SYSTEM_TEMP: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
+
+/// The parent of every test tree: the first candidate in no system temporary directory
+/// and under none of the roots (writable, readable or device) of an enforcing sandbox
+/// whose workspace and HOME live in it, as `doctor` lists them. Test trees are fresh
+/// directories in it, so only their own workspace, HOME and named roots are allowed,
+/// never a sibling. Panics, saying why each candidate was refused, when none qualifies.
 fn scratch() -> &'static Path {
     static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
     SCRATCH.get_or_init(|| {
         let mut candidates = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR"))];
-        candidates.push(PathBuf::from("/var/tmp"));
         candidates.extend(std::env::var_os("HOME").map(PathBuf::from));
         let mut refused = Vec::new();
         for c in candidates {
-            let Ok(c) = c.canonicalize() else { continue };
+            let Ok(c) = c.canonicalize() else {
+                refused.push(format!("{} (missing)", c.display()));
+                continue;
+            };
+            if let Some(t) = SYSTEM_TEMP.iter().find(|t| c.starts_with(t)) {
+                refused.push(format!("{} (in {t})", c.display()));
+                continue;
+            }
             let Ok(probe) = tempfile::tempdir_in(&c) else {
+                refused.push(format!("{} (not writable)", c.display()));
                 continue;
             };
             let ws = probe.path().join("ws");
