@@ -276,7 +276,7 @@ impl FakeResponses {
         self.shared.held.load(Ordering::SeqCst) >= n
     }
 
-    /// Let one held stream finish.
+    /// Let one held stream finish: one being held now, else the next one to be held.
     pub fn release(&self) {
         let _ = self.shared.release_tx.send(());
     }
