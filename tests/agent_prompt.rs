@@ -258,3 +258,66 @@ fn an_adapter_killed_before_the_answer_leaves_an_uncertain_receipt() {
     assert_eq!(sc(&r)["data"]["replayed"], true, "{r}");
     assert!(lines(&log).len() <= 1, "{:?}", lines(&log));
 }
+
+/// The terminal screen as the session renders it.
+fn screen(a: &mut Agent, s: &Value) -> String {
+    let r = a.bash(s, json!({"screen": true}));
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Issue 35: Codex takes text and Enter arriving in one write as a paste and keeps the
+/// text as a draft. The prompt is submitted as `agent admit` submits it (a bracketed
+/// paste, the program having turned that on, then Enter), so the fake, which tells
+/// typing from pasting by timing as Codex's composer does, starts one turn; and a draft
+/// already in the input box is never merged with a prompt: refused, nothing sent.
+#[test]
+fn a_prompt_is_submitted_and_never_merged_with_a_draft() {
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    let (id, log) = start_fake(&mut a, &s, "codex");
+    // Someone typed a draft (one key at a time is typing, not a paste).
+    for key in "my draft".bytes() {
+        a.bash(&s, json!({"send_ascii": [key]}));
+    }
+    let d = Deadline::hard("draft shown");
+    eventually(
+        d,
+        "the draft is in the composer",
+        || screen(&mut a, &s),
+        |t| t.contains("› my draft"),
+    );
+    let r = agent(
+        &mut a,
+        &s,
+        prompt(&id, "p1", "work:100 the real prompt", 0.0),
+    );
+    assert_eq!(sc(&r)["errorCode"], "agent_target_not_ready", "{r}");
+    assert_eq!(sc(&r)["data"]["reason"], "composer_not_empty", "{r}");
+    assert_eq!(sc(&r)["data"]["input_sent"], false);
+    assert!(lines(&log).is_empty(), "{:?}", lines(&log));
+    // Cleared (Ctrl-U), the same prompt id is free and the prompt is one turn.
+    a.bash(&s, json!({"send_ascii": [21]}));
+    let d = Deadline::hard("draft cleared");
+    eventually(
+        d,
+        "the composer is empty",
+        || screen(&mut a, &s),
+        |t| t.lines().any(|l| l == "›"),
+    );
+    let r = agent(
+        &mut a,
+        &s,
+        prompt(&id, "p1", "work:100 the real prompt", 15.0),
+    );
+    assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
+    assert_eq!(sc(&r)["data"]["activity_observed"], true, "{r}");
+    assert_eq!(sc(&r)["data"]["outcome"], "awaiting_input", "{r}");
+    assert_eq!(lines(&log), ["work:100 the real prompt"]);
+    // A text that would end the paste early is refused before anything is claimed.
+    let r = agent(&mut a, &s, prompt(&id, "p2", "a\u{1b}[201~b", 0.0));
+    assert_eq!(sc(&r)["errorCode"], "invalid_tool_input", "{r}");
+    assert_eq!(lines(&log), ["work:100 the real prompt"]);
+}

@@ -11,7 +11,7 @@ use super::reaper;
 use super::session::Session;
 use crate::codex::procfs::{self, Holder};
 use crate::codex::turns::{Phase, Tracker};
-use crate::shell::pty;
+use crate::shell::{pty, submit};
 use crate::wire::codex::{AdmitOutcome, CodexAdmit, CodexAdmitReply, CodexTarget, PasteMode};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -257,15 +257,7 @@ impl CodexTargets {
                 return refuse(AdmitOutcome::ObserverFailure, &d, Some(t));
             }
         }
-        let mut bytes = Vec::with_capacity(ask.text.len() + 16);
-        if ask.paste == PasteMode::Bracketed {
-            bytes.extend_from_slice(b"\x1b[200~");
-        }
-        bytes.extend_from_slice(ask.text.as_bytes());
-        if ask.paste == PasteMode::Bracketed {
-            bytes.extend_from_slice(b"\x1b[201~");
-        }
-        bytes.push(b'\r');
+        let bytes = submit::bytes(&ask.text, ask.paste == PasteMode::Bracketed);
         s.touch();
         s.activity.bump();
         match pty::write_all(master, &bytes) {

@@ -1,7 +1,10 @@
 //! Native prompts (issue 14): text and Enter are written to the running foreground
-//! execution a prompt names, only while its screen says it waits for input, as one
-//! buffer in the same event-loop turn as the checks; afterwards the guardian watches that
-//! execution's screen for activity against the baseline taken at the write.
+//! execution a prompt names, only while its screen says it waits for input and its input
+//! box holds no draft, as one buffer in the same event-loop turn as the checks — framed
+//! as `agent admit` frames it (`submit`: a bracketed paste when the program turned that
+//! on, then Enter), so an agent TUI submits it rather than keeping it as a draft (issue
+//! 35); afterwards the guardian watches that execution's screen for activity against the
+//! baseline taken at the write.
 //!
 //! Invariants: nothing is written unless every check passed in this turn (a refusal
 //! writes nothing). Activity is strict: a busy or approval state recognised from the
@@ -12,8 +15,9 @@
 use super::prompt_watch::{MAX_WATCHES, PENDING_MS, Watch};
 use super::session::Session;
 use crate::deadline::unix_ms;
-use crate::shell::pty;
+use crate::shell::turn::composer::{self, Composer};
 use crate::shell::turn::{self, Choice, RecognitionInput, SOURCE_SCREEN, TurnState};
+use crate::shell::{pty, submit};
 use crate::wire::guardian::{
     PromptAsk, PromptDelivery, PromptRefusal, PromptReply, PromptStatus, guardian_identity,
 };
@@ -101,10 +105,30 @@ impl Session {
         if !matches!(detection.state, TurnState::AwaitingInput | TurnState::Idle) {
             return self.refuse(PromptRefusal::NotReady, Some(state));
         }
+        // A draft in the input box would be merged with the prompt and submitted with
+        // it; an agent's input box that cannot be found cannot be checked.
+        match composer::on_screen(self.vt.screen(), &detection.recognizer) {
+            Composer::HoldsText => {
+                return self.refuse(
+                    PromptRefusal::NotReady,
+                    Some(Composer::HoldsText.as_str().into()),
+                );
+            }
+            Composer::NotFound if composer::depth(&detection.recognizer) > 0 => {
+                return self.refuse(
+                    PromptRefusal::NotReady,
+                    Some(Composer::NotFound.as_str().into()),
+                );
+            }
+            Composer::Empty | Composer::NotFound => {}
+        }
+        let bracketed = submit::bracketed(self.vt.screen());
+        if bracketed && ask.text.contains(submit::PASTE_END) {
+            // It would end the paste early and type the rest (the tool refuses it first).
+            return self.refuse(PromptRefusal::NotReady, Some("text_holds_paste_end".into()));
+        }
         let baseline_seq = self.activity.seq;
-        let mut bytes = Vec::with_capacity(ask.text.len() + 1);
-        bytes.extend_from_slice(ask.text.as_bytes());
-        bytes.push(b'\r');
+        let bytes = submit::bytes(&ask.text, bracketed);
         self.touch();
         // One buffer: the kernel may take a long text in pieces, but Enter is never a
         // separate request made after another check.

@@ -7,4 +7,5 @@ pub mod output;
 pub mod pty;
 pub mod redact;
 pub mod secrets;
+pub mod submit;
 pub mod turn;

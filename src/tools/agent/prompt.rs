@@ -7,6 +7,10 @@
 //! answered as stored, never sent again) → the guardian's one-turn readiness check and
 //! single write → the receipt becomes `delivered`, or is released when the guardian
 //! refused (nothing was written). Anything else leaves `uncertain`: never resent.
+//!
+//! The guardian writes the text as `agent admit` does (a bracketed paste when the program
+//! turned that on, then Enter) and refuses a target whose input box already holds a
+//! draft (`composer_not_empty`): the draft and the prompt would be submitted as one.
 
 use super::super::ToolContext;
 use super::super::envelope::{Status, ToolOutput};
@@ -81,6 +85,12 @@ pub fn prompt(
 ) -> Result<ToolOutput, ToolError> {
     let text = p.text.as_deref().unwrap_or_default();
     let recognizer = p.recognizer.as_deref().unwrap_or("auto");
+    if text.contains(crate::shell::submit::PASTE_END) {
+        // Sent as a bracketed paste, it would end the paste early and type the rest.
+        return Err(ToolError::InvalidInput {
+            detail: "text must not contain the bracketed-paste end marker ESC[201~".into(),
+        });
+    }
     // A command admitted a moment ago may not be recorded yet: then wait for the recorder.
     let record = match execution::find(x, &p.target) {
         Err(ToolError::ExecutionNotFound { .. }) => execution::fresh(x, &p.target)?,
@@ -273,6 +283,25 @@ fn store_err(e: crate::store::StoreError) -> ToolError {
 fn refusal(p: &PromptArgs, r: Option<PromptRefusal>, state: Option<String>) -> ToolError {
     let state = state.unwrap_or_else(|| "unknown".into());
     let (why, message) = match r {
+        Some(PromptRefusal::NotReady) if state == "composer_holds_text" => (
+            "composer_not_empty",
+            format!(
+                "{}'s input box already holds text (a draft typed there, or left by an \
+                 earlier write); nothing was sent, since the prompt would be merged with it. \
+                 Look at the screen (Execution read, source screen), submit or clear that \
+                 draft, then prompt again",
+                p.target
+            ),
+        ),
+        Some(PromptRefusal::NotReady) if state == "composer_not_found" => (
+            "composer_not_found",
+            format!(
+                "{} shows its input screen, but its input box is not where the terminal \
+                 cursor is, so it cannot be checked for a draft; nothing was sent. Look at \
+                 the screen (Execution read, source screen) before prompting again",
+                p.target
+            ),
+        ),
         Some(PromptRefusal::NotReady) => (
             "not_ready",
             format!(
