@@ -350,3 +350,105 @@ fn deeply_nested_params_to_inline_methods_are_answered_on_the_connection_thread(
     );
     assert_eq!(r.status, 200);
 }
+
+// ---- Issue 36 item 9: connections that must close ----------------------------------------
+
+/// A discover POST as raw bytes: HTTP/1.0, with `extra` header lines and `body` framed
+/// as given (a chunked body is sent whole, in one chunk).
+fn http10_discover(s: &Server, chunked: bool) -> Vec<u8> {
+    let body = serde_json::to_vec(&discover()).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nConnection: keep-alive\r\n",
+        s.addr
+    );
+    for (k, v) in modern_headers("server/discover", None) {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let mut bytes = match chunked {
+        true => format!(
+            "{head}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+            body.len()
+        ),
+        false => format!("{head}Content-Length: {}\r\n\r\n", body.len()),
+    }
+    .into_bytes();
+    bytes.extend_from_slice(&body);
+    if chunked {
+        bytes.extend_from_slice(b"\r\n0\r\n\r\n");
+    }
+    bytes
+}
+
+/// RFC 9112 §6.1: an HTTP/1.0 message with `Transfer-Encoding` has faulty framing and its
+/// connection closes after it; a 1.0 `keep-alive` is not honoured either (this server never
+/// answers `Connection: keep-alive`). Both are answered, then closed.
+#[test]
+fn http_1_0_requests_are_answered_then_closed_even_when_asking_keep_alive() {
+    let s = Server::start(&["--requests-per-minute", "1000000"]);
+    for chunked in [true, false] {
+        let mut c = s.conn();
+        c.send_raw(&http10_discover(&s, chunked)).unwrap();
+        let r = c.read().expect("an answer");
+        assert_eq!(r.status, 200, "chunked={chunked}: {}", r.text());
+        assert_eq!(r.header("Connection"), Some("close"), "chunked={chunked}");
+        assert!(
+            c.read().is_err(),
+            "chunked={chunked}: the HTTP/1.0 connection stayed open"
+        );
+    }
+}
+
+/// A handler still running at the request deadline: its 408 says `Connection: close` and
+/// the connection closes (a later answer on it could be taken for the abandoned one);
+/// the work goes on and finishes when its gate opens.
+#[test]
+fn a_request_past_its_deadline_gets_408_on_a_connection_then_closed() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let env = [("WINX_HTTP_REQUEST_TIMEOUT_MS", "1500")];
+    let s = Server::start_in(
+        Home::new(),
+        &["--requests-per-minute", "1000000"],
+        &env,
+        true,
+    );
+    let ws = path_str(&s.home.workspace);
+    let gate = s.home.workspace.join("gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let init = s.call(
+        TOKEN,
+        "Initialize",
+        json!({"type": "first_call", "workspace_root": ws}),
+    );
+    let pair = &init["structuredContent"]["data"];
+    let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
+        "action_json": {"command": "read x < gate; echo released"}, "wait_for_seconds": 60,
+        "wait_policy": "until_complete"});
+    let mut c = s.conn();
+    let r = c.mcp(
+        TOKEN,
+        &modern_headers("tools/call", Some("BashCommand")),
+        &modern(
+            "tools/call",
+            json!({"name": "BashCommand", "arguments": args}),
+        ),
+    );
+    assert_eq!(r.status, 408, "{}", r.text());
+    assert_eq!(r.header("Connection"), Some("close"));
+    assert!(c.read().is_err(), "the connection stayed open after a 408");
+    // The command was still running at the deadline: its gate has a reader to release.
+    let open_gate = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&gate)
+    };
+    let mut g = support::wait::eventually(
+        Deadline::hard("gate reader"),
+        "the command opens its gate",
+        open_gate,
+        |g| g.is_ok(),
+    )
+    .unwrap();
+    g.write_all(b"go\n").unwrap();
+}

@@ -129,6 +129,9 @@ pub fn run(
     // it reads this answer must not find its own finished request still holding the slot.
     // A handler still running past the deadline keeps its own clone.
     drop(slot);
+    // Past the deadline the work goes on: the 408 closes the connection, so the client
+    // cannot take this connection's next answer for the one it gave up on.
+    let keep = keep && reply.status != TIMED_OUT;
     let open = conn.answer(&reply, false, keep);
     drop(answering);
     Served {
@@ -141,6 +144,8 @@ pub fn run(
 }
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+/// The status of an answer given at the request deadline while the handler runs on.
+const TIMED_OUT: u16 = 408;
 
 struct Call<'a> {
     shared: &'a Arc<Shared>,
@@ -300,7 +305,7 @@ impl Call<'_> {
         select! {
             recv(rx) -> resp => resp.map_err(|_| routes::plain(500, "the handler ended without an answer")),
             recv(timeout) -> _ => Err(routes::plain(
-                408,
+                TIMED_OUT,
                 &format!("{} expired; the work continues and stays observable", self.deadline.name()),
             )),
         }

@@ -87,11 +87,15 @@ impl Head {
             .any(|t| t.trim().eq_ignore_ascii_case(token))
     }
 
-    /// Whether the client wants the connection kept after this exchange.
+    /// Whether the connection may carry another request after this exchange: HTTP/1.1
+    /// unless the client said `close`. HTTP/1.0 never: its `keep-alive` is an opt-in this
+    /// server does not answer (a 1.0 client keeps a connection only when the answer says
+    /// `Connection: keep-alive`), and a 1.0 message with `Transfer-Encoding` must be
+    /// treated as faulty framing and its connection closed (RFC 9112 §6.1).
     pub fn keep_alive(&self) -> bool {
         match self.version {
             Version::Http11 => !self.has_token("Connection", "close"),
-            Version::Http10 => self.has_token("Connection", "keep-alive"),
+            Version::Http10 => false,
         }
     }
 
