@@ -368,26 +368,24 @@ fn code_map() -> Value {
     )
 }
 
-/// One flat `action` object for both backends; the description says which fields each
-/// action takes (an `anyOf` per backend would cost far more of the catalog budget).
+/// `action` is an object `{type, …}` or, in the seed's flat form, a string with the
+/// action's fields beside it (each listed here as `{}`: their rules are the action's). One
+/// description for both backends; an `anyOf` per backend or per action would cost far more
+/// of the catalog budget.
 fn agent() -> Value {
-    let s = json!({"type": "string"});
-    let props = json!({
-        "backend": {"enum": ["native", "herdr"]},
-        "action": {
-            "type": "object",
-            "description": "native: list/get/read/explain/wait as in Execution; prompt {target (execution id), prompt_id, text, recognizer, timeout_seconds} sends once, to a program awaiting input; wait {target, prompt_id, until outcome|activity, timeout_seconds} re-reads the receipt. catalog: Codex agents here; admit {target agent_id, incarnation, request_id UUID, text, return_final, final_timeout_ms} writes once; request {op get|cancel|watch, request_id, after, timeout_seconds}. herdr (target = configured alias): list | get | explain | read {lines} | prompt {text} | wait {until idle|working|blocked|done|unknown, timeout_seconds}",
-            "properties": {
-                "type": {"enum": ["list", "get", "read", "explain", "wait", "prompt", "catalog", "admit", "request"]},
-                "target": s, "execution_id": s, "prompt_id": s, "text": s,
-            },
-            "required": ["type"],
-        },
-    });
+    let mut props = serde_json::Map::new();
+    for field in AGENT_FLAT_FIELDS {
+        props.insert((*field).into(), json!({}));
+    }
+    props.insert("backend".into(), json!({"enum": ["native", "herdr"]}));
+    props.insert("action".into(), json!({
+        "anyOf": [{"type": "object"}, {"type": "string"}],
+        "description": "{type, ...fields} or flat: type as a string, fields beside it. target = execution_id. native: list; get/read/explain/wait as Execution; prompt {target, prompt_id, text, recognizer, timeout_seconds} sends once to a program awaiting input; wait {target, prompt_id, until outcome|activity} reads its receipt; catalog (Codex agents); admit {target, incarnation, request_id, text, return_final, final_timeout_ms, paste}; request {op get|cancel|watch, request_id, after}. herdr (target = alias): list, get, explain, read {lines}, prompt {text}, wait {until idle|working|blocked|done|unknown}",
+    }));
     tool(
         ToolName::Agent,
-        "Observe or prompt a coding agent: a native execution (Execution's catalog, plus conversation-recovery advice on get/explain) or an operator-configured Herdr target. prompt needs BashCommand and wcgw.",
-        bound(props.as_object().cloned().unwrap_or_default(), &["action"]),
+        "Observe or prompt a coding agent: a native execution (Execution's catalog, plus recovery advice on get/explain) or an operator-configured Herdr target. prompt needs BashCommand and wcgw.",
+        bound(props, &["action"]),
         Annotations {
             read_only: false,
             // Observation changes nothing; a prompt or admit adds a turn to another
@@ -398,6 +396,32 @@ fn agent() -> Value {
         },
     )
 }
+
+/// Every field an `Agent` action reads, allowed beside a flat `action` string.
+pub const AGENT_FLAT_FIELDS: &[&str] = &[
+    "target",
+    "execution_id",
+    "prompt_id",
+    "text",
+    "recognizer",
+    "timeout_seconds",
+    "wait_seconds",
+    "until",
+    "source",
+    "page_bytes",
+    "cursor",
+    "limit",
+    "execution_ids",
+    "after",
+    "events",
+    "incarnation",
+    "request_id",
+    "return_final",
+    "final_timeout_ms",
+    "paste",
+    "op",
+    "lines",
+];
 
 fn verify_edit() -> Value {
     let mut props = serde_json::Map::new();

@@ -59,6 +59,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Some(v) if v == "herdr" => true,
         Some(_) => return Err(bad("backend must be \"native\" or \"herdr\"")),
     };
+    let map = &normalise(map, herdr)?;
     let (action, kind) = super::execution::action_of(map, ACTIONS)?;
     if REQUEST_ACTIONS.contains(&kind) {
         if herdr {
@@ -72,6 +73,66 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         true => herdr::actions::call(ctx, map, kind, action),
         false => native(ctx, map, kind, action),
     }
+}
+
+/// The call in its nested form, made once before anything reads it. The seed's flat form
+/// (`action` a string, the action's fields beside it) becomes `action: {type, …}`, and the
+/// target gets the name its action reads: `target` and `execution_id` are aliases on every
+/// action (a native `wait` without `prompt_id` watches `execution_ids: [target]`).
+fn normalise(map: &Map<String, Value>, herdr: bool) -> Result<Map<String, Value>, ToolError> {
+    let (mut out, mut action): (Map<String, Value>, Map<String, Value>) = match map.get("action") {
+        Some(Value::String(kind)) => {
+            let (top, mut fields): (Map<String, Value>, Map<String, Value>) = map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .partition(|(k, _)| FIELDS.contains(&k.as_str()));
+            if fields.contains_key("type") {
+                return Err(bad(
+                    "the flat form names the action in action (a string); drop type, or nest \
+                     the fields as action: {type, ...}",
+                ));
+            }
+            fields.insert("type".into(), Value::String(kind.clone()));
+            (top, fields)
+        }
+        Some(Value::Object(a)) => (map.clone(), a.clone()),
+        // Missing or of another type: `action_of` says what is expected.
+        _ => return Ok(map.clone()),
+    };
+    let kind = action.get("type").and_then(Value::as_str).unwrap_or("");
+    let canonical = match (herdr, kind) {
+        (false, "get" | "read" | "explain") => "execution_id",
+        (false, "wait") if !action.contains_key("prompt_id") => "execution_ids",
+        _ => "target",
+    };
+    let named: Vec<Value> = ["target", "execution_id"]
+        .iter()
+        .filter_map(|k| action.remove(*k))
+        .collect();
+    let id = match named.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        [a, b] if a == b => Some(a.clone()),
+        _ => {
+            return Err(bad(
+                "target and execution_id are aliases of one argument; give one of them",
+            ));
+        }
+    };
+    if let Some(id) = id {
+        if canonical == "execution_ids" {
+            if action.contains_key("execution_ids") {
+                return Err(bad(
+                    "give target (one id) or execution_ids (several), not both",
+                ));
+            }
+            action.insert(canonical.into(), Value::Array(vec![id]));
+        } else {
+            action.insert(canonical.into(), id);
+        }
+    }
+    out.insert("action".into(), Value::Object(action));
+    Ok(out)
 }
 
 fn native(
@@ -163,7 +224,9 @@ pub(crate) fn prompt_text(v: Option<&Value>) -> Result<String, ToolError> {
 
 /// `timeout_seconds` (or its synonym `wait_seconds`) of a prompt: a number 0..=30.
 fn inline_wait(action: &Map<String, Value>) -> Result<f64, ToolError> {
-    let v = match (action.get("timeout_seconds"), action.get("wait_seconds")) {
+    // `null` is the default, as if the field were absent.
+    let given = |k: &str| action.get(k).filter(|v| !v.is_null());
+    let v = match (given("timeout_seconds"), given("wait_seconds")) {
         (Some(_), Some(_)) => {
             return Err(bad("give timeout_seconds or wait_seconds, not both"));
         }

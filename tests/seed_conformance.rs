@@ -1,0 +1,200 @@
+//! Seed 000's own request shapes through the real binary over stdio (issue 37): the flat
+//! `Agent` form beside the nested one, `target` and `execution_id` as one argument on every
+//! action, `wait` budgets by client profile with `effectiveWait` and a repeating
+//! `nextAction`, and a next action on the history tools' refusals. The seed's JSON examples
+//! are used verbatim; only their placeholders are replaced.
+
+#[path = "support/herdr.rs"]
+mod herdr_support;
+mod support;
+
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use support::history::{id_of, spawn_with, until_recorded};
+use support::{Agent, manifest_dir, sc};
+
+/// A JSON example of seed 000, verbatim, with its placeholders replaced.
+fn seed(example: &str, s: &Value, target: &str) -> Value {
+    let text = example
+        .replace(
+            "<initialized-thread>",
+            s["data"]["thread_id"].as_str().unwrap(),
+        )
+        .replace(
+            "/absolute/initialized/workspace",
+            s["data"]["workspace_root"].as_str().unwrap(),
+        )
+        .replace(
+            "/canonical/workspace",
+            s["data"]["workspace_root"].as_str().unwrap(),
+        )
+        .replace("<execution-id>", target);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+const SEED_PROMPT: &str = r#"{
+"thread_id": "<initialized-thread>",
+"workspace_root": "/absolute/initialized/workspace",
+"backend": "native",
+"action": "prompt",
+"target": "<execution-id>",
+"prompt_id": "review-round-1",
+"text": "Review the current changes and report any correctness defects.",
+"recognizer": "auto",
+"timeout_seconds": 10
+}"#;
+
+const SEED_RECEIPT_WAIT: &str = r#"{
+"thread_id": "<initialized-thread>",
+"workspace_root": "/absolute/initialized/workspace",
+"action": "wait",
+"target": "<execution-id>",
+"prompt_id": "review-round-1",
+"timeout_seconds": 5
+}"#;
+
+const SEED_HERDR_READ: &str = r#"{
+"thread_id": "<initialized-thread>",
+"workspace_root": "/canonical/workspace",
+"backend": "herdr",
+"action": "read",
+"target": "writer",
+"lines": 100
+}"#;
+
+fn agent(a: &mut Agent, s: &Value, action: Value) -> Value {
+    a.call(
+        "Agent",
+        json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"],
+               "action": action}),
+    )
+}
+
+/// The fake Codex TUI running in the session and waiting for input: its execution id and
+/// the file it logs every received line to.
+fn start_fake(a: &mut Agent, s: &Value) -> (String, PathBuf) {
+    let log = a.dir.path().join("codex.log");
+    let fake = manifest_dir().join("tests/fake/fake-agent");
+    let cmd = format!("python3 {} codex {}", fake.display(), log.display());
+    let r = a.bash_with(s, json!({"command": cmd}), json!({"wait_for_seconds": 0.3}));
+    assert_eq!(sc(&r)["status"], "running", "{r}");
+    let id = id_of(&r);
+    let r = a.bash(s, json!({"wait_for_turn": true}));
+    assert_eq!(sc(&r)["data"]["turn_state"], "awaiting_input", "{r}");
+    (id, log)
+}
+
+fn received(log: &PathBuf) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 37 item 1: the seed's flat prompt and receipt wait, verbatim, are answered (they
+/// were refused with "action must be an object with a type"); the prompt is delivered once.
+#[test]
+fn the_seeds_flat_prompt_and_receipt_wait_work_verbatim() {
+    let mut a = spawn_with("embedded", &[]);
+    let s = a.first_call();
+    let (id, log) = start_fake(&mut a, &s);
+    let r = a.call("Agent", seed(SEED_PROMPT, &s, &id));
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+    assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
+    let r = a.call("Agent", seed(SEED_RECEIPT_WAIT, &s, &id));
+    assert_eq!(sc(&r)["errorCode"], Value::Null, "{r}");
+    assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
+    assert_eq!(sc(&r)["data"]["prompt_id"], "review-round-1", "{r}");
+    // The same flat prompt again is the stored receipt: nothing typed twice.
+    let r = a.call("Agent", seed(SEED_PROMPT, &s, &id));
+    assert_eq!(sc(&r)["data"]["replayed"], true, "{r}");
+    assert_eq!(
+        received(&log),
+        ["Review the current changes and report any correctness defects."]
+    );
+    // The flat form refuses a second name for the action and unknown fields.
+    let mut both = seed(SEED_RECEIPT_WAIT, &s, &id);
+    both["type"] = json!("wait");
+    let r = a.call("Agent", both);
+    assert_eq!(sc(&r)["errorCode"], "invalid_tool_input", "{r}");
+    let mut extra = seed(SEED_RECEIPT_WAIT, &s, &id);
+    extra["colour"] = json!("red");
+    let r = a.call("Agent", extra);
+    assert_eq!(sc(&r)["errorCode"], "invalid_tool_input", "{r}");
+    assert!(
+        sc(&r)["message"].as_str().unwrap().contains("colour"),
+        "{r}"
+    );
+    a.bash(&s, json!({"send_text": "exit", "submit": true}));
+}
+
+/// Issue 37 item 2: every native action takes `target`, and `execution_id` as its alias
+/// (get, read, explain and wait refused `target`; prompt refused `execution_id`).
+#[test]
+fn target_and_execution_id_are_one_argument_on_every_action() {
+    let mut a = spawn_with("embedded", &[]);
+    let s = a.first_call();
+    let id = id_of(&a.bash(&s, json!({"command": "printf 'x\\ny\\n'; (exit 4)"})));
+    until_recorded(&mut a, &s, &id);
+    for key in ["target", "execution_id"] {
+        let r = agent(&mut a, &s, json!({"type": "get", key: id}));
+        assert_eq!(sc(&r)["data"]["exit_code"], 4, "{key}: {r}");
+        let r = agent(&mut a, &s, json!({"type": "read", key: id}));
+        assert_eq!(sc(&r)["data"]["page"]["text"], "x\ny\n", "{key}: {r}");
+        let r = agent(&mut a, &s, json!({"type": "explain", key: id}));
+        assert!(sc(&r)["data"]["detection"].is_object(), "{key}: {r}");
+        let r = agent(
+            &mut a,
+            &s,
+            json!({"type": "wait", key: id, "timeout_seconds": 0}),
+        );
+        assert_eq!(sc(&r)["errorCode"], Value::Null, "{key}: {r}");
+        // The flat form too.
+        let flat = json!({"thread_id": s["data"]["thread_id"],
+            "workspace_root": s["data"]["workspace_root"], "action": "read", key: id});
+        let r = a.call("Agent", flat);
+        assert_eq!(sc(&r)["data"]["page"]["text"], "x\ny\n", "{key}: {r}");
+        // A prompt and a receipt wait take either name (the target exited: not ready,
+        // which is past argument checking).
+        let p = json!({"type": "prompt", key: id, "prompt_id": "p1", "text": "hi"});
+        let r = agent(&mut a, &s, p);
+        assert_eq!(sc(&r)["errorCode"], "agent_target_not_ready", "{key}: {r}");
+        let w = json!({"type": "wait", key: id, "prompt_id": "p1"});
+        let r = agent(&mut a, &s, w);
+        assert_eq!(sc(&r)["errorCode"], "agent_receipt_not_found", "{key}: {r}");
+    }
+    let r = agent(
+        &mut a,
+        &s,
+        json!({"type": "get", "target": id, "execution_id": "1-1"}),
+    );
+    assert_eq!(sc(&r)["errorCode"], "invalid_tool_input", "{r}");
+    assert!(sc(&r)["message"].as_str().unwrap().contains("alias"), "{r}");
+}
+
+/// Issue 37 item 1: the seed's flat Herdr read, verbatim.
+#[test]
+fn the_seeds_flat_herdr_read_works_verbatim() {
+    let mut r = herdr_support::Rig::new();
+    r.configure(5000);
+    let s = r.s.clone();
+    let out = r.a.call("Agent", seed(SEED_HERDR_READ, &s, ""));
+    assert_eq!(sc(&out)["status"], "completed", "{out}");
+    assert_eq!(sc(&out)["data"]["target"], "writer", "{out}");
+    assert!(
+        sc(&out)["data"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("last line"),
+        "{out}"
+    );
+    // `execution_id` is the alias of `target` for Herdr too.
+    let out = r.a.call("Agent", {
+        let mut v = seed(SEED_HERDR_READ, &s, "");
+        let t = v.as_object_mut().unwrap().remove("target").unwrap();
+        v["execution_id"] = t;
+        v
+    });
+    assert_eq!(sc(&out)["status"], "completed", "{out}");
+}
