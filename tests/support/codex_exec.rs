@@ -27,39 +27,20 @@ pub const KEY_VAR: &str = "WINX_FAKE_OPENAI_KEY";
 
 /// The Codex binary `make hosts` installed; panics saying how to install it.
 pub fn codex_bin() -> PathBuf {
-    let root = std::env::var_os("WINX_TEST_HOSTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target/hosts"));
-    let bin = root.join("node_modules/.bin/codex");
-    assert!(
-        bin.exists(),
-        "Codex CLI is not installed at {}: run `make hosts` (or `make test`, which sets \
-         WINX_TEST_HOSTS)",
-        bin.display()
-    );
-    bin
+    crate::support::hosts::host_bin("codex", "Codex CLI")
 }
 
 /// The TOML blocks of README's "### Codex" section: (stdio, HTTP).
 pub fn readme_snippets() -> (String, String) {
-    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).unwrap();
-    let start = readme
-        .find("<!-- hosts:codex")
-        .expect("README has the hosts:codex marker");
-    let section = &readme[start..];
-    let section = &section[..section.find("\n### ").unwrap_or(section.len())];
-    let blocks: Vec<&str> = section
-        .split("```toml\n")
-        .skip(1)
-        .map(|b| &b[..b.find("```").expect("closed toml block")])
-        .collect();
+    let section = crate::support::hosts::readme_section("codex");
+    let blocks = crate::support::hosts::fenced(&section, "toml");
     let pick = |key: &str| {
-        let hits: Vec<&&str> = blocks.iter().filter(|b| b.contains(key)).collect();
+        let hits: Vec<&String> = blocks.iter().filter(|b| b.contains(key)).collect();
         assert!(
             hits.len() == 1,
             "README's Codex section needs one toml block with `{key}`, has {blocks:?}"
         );
-        hits[0].to_string()
+        hits[0].clone()
     };
     (pick("command ="), pick("url ="))
 }

@@ -4,9 +4,11 @@
 #![allow(dead_code)]
 
 pub mod codex;
+pub mod fake_anthropic;
 pub mod fake_responses;
 pub mod golden;
 pub mod history;
+pub mod hosts;
 pub mod tasks;
 pub mod wait;
 
