@@ -6,11 +6,13 @@
 
 #[path = "support/herdr.rs"]
 mod herdr_support;
+#[path = "support/http.rs"]
+mod http;
 mod support;
 
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use support::history::{id_of, spawn_with, until_recorded};
+use support::history::{exec, id_of, spawn_with, until_recorded};
 use support::{Agent, manifest_dir, sc};
 
 /// A JSON example of seed 000, verbatim, with its placeholders replaced.
@@ -197,4 +199,140 @@ fn the_seeds_flat_herdr_read_works_verbatim() {
         v
     });
     assert_eq!(sc(&out)["status"], "completed", "{out}");
+}
+
+/// Issue 37 item 4: a wait without a timeout (or with `null`) takes the local profile's
+/// 5 s (it took 10 s), reports it as `effectiveWait`, and its `nextAction` repeats the wait
+/// from the new baseline with the same timeout and events.
+#[test]
+fn a_default_wait_takes_five_seconds_locally_and_says_how_to_repeat_it() {
+    let mut a = spawn_with("embedded", &[]);
+    let s = a.first_call();
+    let id = id_of(&a.bash(&s, json!({"command": "echo done"})));
+    until_recorded(&mut a, &s, &id);
+    for timeout in [None, Some(Value::Null)] {
+        let mut action = json!({"type": "wait", "execution_ids": [id], "events": ["exited"]});
+        if let Some(t) = &timeout {
+            action["timeout_seconds"] = t.clone();
+        }
+        let started = std::time::Instant::now();
+        let r = exec(&mut a, &s, action);
+        let took = started.elapsed();
+        let v = sc(&r);
+        assert_eq!(v["data"]["outcome"], "timeout", "{r}");
+        assert!(
+            took >= std::time::Duration::from_millis(4500)
+                && took < std::time::Duration::from_secs(8),
+            "{timeout:?}: waited {took:?}"
+        );
+        let w = &v["data"]["effectiveWait"];
+        assert_eq!(w["timeout_seconds"], 5.0, "{r}");
+        assert_eq!(w["source"], "profile_default", "{r}");
+        assert_eq!(w["profile"], "local", "{r}");
+        let next = &v["nextAction"];
+        assert_eq!(next["tool"], "Execution", "{r}");
+        let args = &next["arguments"];
+        assert_eq!(args["thread_id"], s["data"]["thread_id"], "{r}");
+        assert_eq!(args["workspace_root"], s["data"]["workspace_root"], "{r}");
+        assert_eq!(
+            args["action"],
+            json!({"type": "wait", "execution_ids": [id], "events": ["exited"],
+                   "after": v["data"]["catalog_cursor"], "timeout_seconds": 5.0}),
+            "{r}"
+        );
+        // The next action is a call that works as given.
+        let r = a.call(
+            "Execution",
+            json!({"thread_id": args["thread_id"],
+            "workspace_root": args["workspace_root"],
+            "action": {"type": "wait", "execution_ids": [id], "after": args["action"]["after"],
+                       "timeout_seconds": 0}}),
+        );
+        assert_eq!(sc(&r)["data"]["outcome"], "timeout", "{r}");
+    }
+    // An explicit timeout is the request's, never raised; Agent answers the same way.
+    let r = agent(
+        &mut a,
+        &s,
+        json!({"type": "wait", "target": id, "timeout_seconds": 0}),
+    );
+    let w = &sc(&r)["data"]["effectiveWait"];
+    assert_eq!(w["timeout_seconds"], 0.0, "{r}");
+    assert_eq!(w["source"], "request", "{r}");
+    assert_eq!(sc(&r)["nextAction"]["tool"], "Agent", "{r}");
+    assert_eq!(
+        sc(&r)["nextAction"]["arguments"]["action"]["timeout_seconds"],
+        0.0,
+        "{r}"
+    );
+}
+
+/// `tools/call` over HTTP (stateless era) as the client `name` says it is.
+fn http_call(srv: &http::Server, client: &str, tool: &str, args: Value) -> Value {
+    let mut body = http::modern("tools/call", json!({"name": tool, "arguments": args}));
+    body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] =
+        json!({"name": client, "version": "1.0"});
+    let r = srv.conn().mcp(
+        http::TOKEN,
+        &http::modern_headers("tools/call", Some(tool)),
+        &body,
+    );
+    assert_eq!(r.status, 200, "{tool}: {}", r.text());
+    r.json()["result"].clone()
+}
+
+/// Issue 37 item 4: over HTTP a ChatGPT/Codex client's default wait is 50 s capped at the
+/// tool's 30, a Claude client's 5 s; a wait that ends early still reports its allowance.
+#[test]
+fn http_wait_defaults_follow_the_client_profile() {
+    let srv = http::Server::start(&[]);
+    let ws = srv.home.workspace.to_string_lossy().into_owned();
+    for (client, seconds, profile) in [
+        ("openai-mcp", 30.0, "chatgpt_http"),
+        ("codex-mcp-client", 30.0, "chatgpt_http"),
+        ("claude-ai", 5.0, "claude_http"),
+    ] {
+        let r = http_call(
+            &srv,
+            client,
+            "Initialize",
+            json!({"type": "first_call", "workspace_root": ws}),
+        );
+        let pair = json!({"thread_id": sc(&r)["data"]["thread_id"],
+                          "workspace_root": sc(&r)["data"]["workspace_root"]});
+        let fifo = srv.home.workspace.join(format!("go-{client}"));
+        let fifo_name = fifo.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut args = pair.clone();
+        args["action_json"] =
+            json!({"command": format!("read x < {fifo_name}; echo got $x"), "is_background": true});
+        let r = http_call(&srv, client, "BashCommand", args);
+        let id = id_of(&r);
+        let mut list = pair.clone();
+        list["action"] = json!({"type": "list"});
+        let r = http_call(&srv, client, "Execution", list);
+        let after = sc(&r)["data"]["catalog_cursor"].clone();
+        // Released from another thread; the wait catches it whenever it lands.
+        let writer = std::thread::spawn(move || std::fs::write(&fifo, "now\n").unwrap());
+        let mut wait = pair.clone();
+        wait["action"] = json!({"type": "wait", "execution_ids": [id], "after": after,
+                                "events": ["exited"]});
+        let r = http_call(&srv, client, "Execution", wait);
+        writer.join().unwrap();
+        assert_eq!(sc(&r)["data"]["outcome"], "changed", "{client}: {r}");
+        let w = &sc(&r)["data"]["effectiveWait"];
+        assert_eq!(w["timeout_seconds"], seconds, "{client}: {r}");
+        assert_eq!(w["profile"], profile, "{client}: {r}");
+        assert_eq!(
+            sc(&r)["nextAction"]["arguments"]["action"]["timeout_seconds"],
+            seconds,
+            "{client}: {r}"
+        );
+    }
 }

@@ -68,10 +68,11 @@ impl LocalHandler {
 impl Handler for LocalHandler {
     fn handle(&self, req: Request) -> Response {
         let usage = self.server.usage();
-        if req.method == "initialize" && usage.is_on() {
+        // Remembered with or without a usage log: the client also sets wait defaults.
+        if req.method == "initialize" {
             *self.client.lock() = Some(crate::mcp::origin::from_initialize(&req.params));
         }
-        let origin = match usage.is_on() && req.method == "tools/call" {
+        let origin = match req.method == "tools/call" {
             true => crate::mcp::origin::origin(
                 "stdio",
                 usage.new_id('r'),

@@ -89,6 +89,7 @@ impl Shared {
             history: &self.history,
             trace,
             herdr: &self.herdr,
+            wait_profile: super::origin::wait_profile(&ctx.origin),
         }
     }
 }

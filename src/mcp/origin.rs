@@ -4,6 +4,7 @@
 //! stateless request's own `_meta`.
 
 use super::protocol::{self, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN_VERSION};
+use crate::tools::execution::WaitProfile;
 use crate::usage::Origin;
 use crate::usage::event::bounded_label;
 use serde_json::{Map, Value};
@@ -72,6 +73,20 @@ pub fn origin(
     }
 }
 
+/// The wait profile of a request's client (seed 000's default wait budgets): ChatGPT and
+/// Codex over HTTP (`clientInfo.name` naming OpenAI, ChatGPT or Codex), Claude over HTTP,
+/// and everything else, stdio included, as local. An unnamed HTTP client gets the local
+/// (shorter) default: a short wait is repeated, a long one can outlast a host's timeout.
+pub fn wait_profile(o: &Origin) -> WaitProfile {
+    let name = o.client_name.as_deref().unwrap_or("").to_ascii_lowercase();
+    let names = |words: &[&str]| words.iter().any(|w| name.contains(w));
+    match o.transport {
+        "http" if names(&["openai", "chatgpt", "codex"]) => WaitProfile::ChatGptHttp,
+        "http" if names(&["claude", "anthropic"]) => WaitProfile::ClaudeHttp,
+        _ => WaitProfile::Local,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +111,29 @@ mod tests {
         assert_eq!(o.protocol, Some(MODERN_VERSION));
         let unknown = from_initialize(&map(json!({"protocolVersion": "1999-01-01"})));
         assert_eq!(unknown.protocol, Some(protocol::LATEST_HANDSHAKE_VERSION));
+    }
+
+    #[test]
+    fn wait_profiles_follow_the_transport_and_the_client_name() {
+        let of = |transport, name: Option<&str>| {
+            let params = match name {
+                Some(n) => map(json!({"_meta": {META_PROTOCOL_VERSION: MODERN_VERSION,
+                    META_CLIENT_INFO: {"name": n}}})),
+                None => Map::new(),
+            };
+            wait_profile(&origin(transport, None, None, None, &params))
+        };
+        assert_eq!(of("http", Some("openai-mcp")), WaitProfile::ChatGptHttp);
+        assert_eq!(of("http", Some("ChatGPT")), WaitProfile::ChatGptHttp);
+        assert_eq!(
+            of("http", Some("codex-mcp-client")),
+            WaitProfile::ChatGptHttp
+        );
+        assert_eq!(of("http", Some("claude-ai")), WaitProfile::ClaudeHttp);
+        assert_eq!(of("http", None), WaitProfile::Local);
+        assert_eq!(of("stdio", Some("codex-mcp-client")), WaitProfile::Local);
+        assert_eq!(WaitProfile::Local.default_seconds(), 5.0);
+        assert_eq!(WaitProfile::ClaudeHttp.default_seconds(), 5.0);
+        assert_eq!(WaitProfile::ChatGptHttp.default_seconds(), 50.0);
     }
 }

@@ -198,8 +198,9 @@ impl Call<'_> {
         {
             return reply;
         }
-        let client = (era == Era::Initialize && self.shared.usage.is_on())
-            .then(|| crate::mcp::origin::from_initialize(&req.params));
+        // Remembered with or without a usage log: the client also sets wait defaults.
+        let client =
+            (era == Era::Initialize).then(|| crate::mcp::origin::from_initialize(&req.params));
         let resp = match self.handle(req) {
             Ok(r) => r,
             Err(reply) => return reply,
@@ -266,8 +267,7 @@ impl Call<'_> {
         let principal = self.principal.clone();
         let slot = self.slot.clone();
         let conversation = conversation.cloned();
-        let usage = &self.shared.usage;
-        let origin = match usage.is_on() && req.method == "tools/call" {
+        let origin = match req.method == "tools/call" {
             true => {
                 let remembered = self
                     .headers

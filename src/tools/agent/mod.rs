@@ -154,10 +154,11 @@ fn native(
         let x = execution::open(ctx, &binding, TOOL)?;
         return prompt::wait(ctx, &x, &p);
     }
-    let parsed = execution::parse(kind, action)?;
+    let parsed = execution::parse(kind, action, ctx.wait_profile)?;
+    let deadline = parsed.deadline();
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
-    let x = execution::open(ctx, &binding, TOOL)?;
-    let mut out = execution::run(ctx, &x, parsed)?;
+    let x = execution::open_within(ctx, &binding, TOOL, &deadline)?;
+    let mut out = execution::run(ctx, &x, parsed, &deadline)?;
     let data = &mut out.envelope.data;
     let command = match kind {
         "get" => data["command"].as_str().map(str::to_string),

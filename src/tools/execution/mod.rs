@@ -8,6 +8,8 @@ pub mod page;
 mod view;
 mod wait;
 
+pub use wait::WaitProfile;
+
 use super::ToolContext;
 use super::envelope::{Envelope, ToolOutput};
 use super::error::ToolError;
@@ -53,10 +55,11 @@ pub(crate) fn unavailable(e: impl std::fmt::Display) -> ToolError {
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let (action, kind) = action_of(map, ACTIONS)?;
     // Shapes and budgets are checked before the session or the history is touched.
-    let parsed = parse(kind, action)?;
+    let parsed = parse(kind, action, ctx.wait_profile)?;
+    let deadline = parsed.deadline();
     let (_, binding) = super::session_args(ctx, map, FIELDS)?;
-    let x = open(ctx, &binding, TOOL)?;
-    run(ctx, &x, parsed)
+    let x = open_within(ctx, &binding, TOOL, &deadline)?;
+    run(ctx, &x, parsed, &deadline)
 }
 
 /// The caller's scope over the opened, reconciled catalog, answering as `tool`.
@@ -65,13 +68,27 @@ pub(crate) fn open(
     binding: &crate::session::Binding,
     tool: ToolName,
 ) -> Result<Ctx, ToolError> {
+    open_within(
+        ctx,
+        binding,
+        tool,
+        &Deadline::after("history reconcile", READ_BUDGET),
+    )
+}
+
+/// `open` within the call's deadline: the reconcile gets what is left of it.
+pub(crate) fn open_within(
+    ctx: &ToolContext,
+    binding: &crate::session::Binding,
+    tool: ToolName,
+    deadline: &Deadline,
+) -> Result<Ctx, ToolError> {
     let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
     let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
     let _catalog = ctx.trace.phase(crate::usage::Phase::Catalog);
     let open = ctx.history.open().map_err(unavailable)?;
     let key = crate::runtime::session_key(ctx.principal, &binding.thread_id);
-    let budget = Deadline::after("history reconcile", READ_BUDGET);
-    open.reconcile_session(&key, ctx.runtime.client(&key), &budget);
+    open.reconcile_session(&key, ctx.runtime.client(&key), deadline);
     Ok(Ctx {
         tool,
         open,
@@ -81,18 +98,23 @@ pub(crate) fn open(
 }
 
 /// Run a checked action (shared by `Execution` and `Agent`'s native backend).
-pub(crate) fn run(ctx: &ToolContext, x: &Ctx, parsed: Parsed) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(
+    ctx: &ToolContext,
+    x: &Ctx,
+    parsed: Parsed,
+    deadline: &Deadline,
+) -> Result<ToolOutput, ToolError> {
     let _catalog = ctx.trace.phase(crate::usage::Phase::Catalog);
     match parsed {
         Parsed::List(limit) => list(x, limit),
         Parsed::Get(id) => get(x, &id),
         Parsed::Read(id, req) => read(x, &id, &req),
         Parsed::Explain(req) => explain::run(x, req),
-        Parsed::Observe(items) => observe::run(x, items),
+        Parsed::Observe(items) => observe::run(x, items, deadline),
         Parsed::Wait(req) => {
             // Inclusive: the wait is also part of the catalog phase around it.
             let _waiting = ctx.trace.phase(crate::usage::Phase::Wait);
-            wait::run(x, req)
+            wait::run(x, req, deadline)
         }
     }
 }
@@ -107,7 +129,24 @@ pub(crate) enum Parsed {
     Wait(wait::WaitReq),
 }
 
-pub(crate) fn parse(kind: &str, action: &Map<String, Value>) -> Result<Parsed, ToolError> {
+impl Parsed {
+    /// The call's one deadline, started before session admission so that admission,
+    /// reconcile and catalog access all count against it: an observe's or a wait's budget,
+    /// or the catalog read budget.
+    pub(crate) fn deadline(&self) -> Deadline {
+        match self {
+            Parsed::Observe(o) => Deadline::after("observe", o.budget),
+            Parsed::Wait(w) => Deadline::after("wait", w.budget),
+            _ => Deadline::after("history read", READ_BUDGET),
+        }
+    }
+}
+
+pub(crate) fn parse(
+    kind: &str,
+    action: &Map<String, Value>,
+    profile: WaitProfile,
+) -> Result<Parsed, ToolError> {
     let id = || execution_id(action.get("execution_id"), "execution_id");
     Ok(match kind {
         "list" => {
@@ -125,7 +164,7 @@ pub(crate) fn parse(kind: &str, action: &Map<String, Value>) -> Result<Parsed, T
         }
         "explain" => Parsed::Explain(explain::parse(action)?),
         "observe" => Parsed::Observe(observe::parse(action)?),
-        _ => Parsed::Wait(wait::parse(action)?),
+        _ => Parsed::Wait(wait::parse(action, profile)?),
     })
 }
 
@@ -210,10 +249,10 @@ pub(crate) fn int_in(
     }
 }
 
-/// `timeout_seconds` in 0..=30 (fractions allowed), or `default`.
+/// `timeout_seconds` in 0..=30 (fractions allowed), or `default` (absent or `null`).
 pub(crate) fn timeout(v: Option<&Value>, default: f64) -> Result<Duration, ToolError> {
     let secs = match v {
-        None => default,
+        None | Some(Value::Null) => default,
         Some(x) => x
             .as_f64()
             .filter(|s| s.is_finite() && (0.0..=30.0).contains(s))

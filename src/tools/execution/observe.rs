@@ -30,7 +30,7 @@ pub struct Item {
 
 pub struct Parsed {
     items: Vec<Item>,
-    budget: std::time::Duration,
+    pub(super) budget: std::time::Duration,
 }
 
 /// Every shape and budget rule, before any session or history access.
@@ -84,8 +84,9 @@ fn item_error(stage: &str, code: ErrorCode, message: String) -> Value {
     json!({"stage": stage, "errorCode": code.as_str(), "message": message})
 }
 
-pub fn run(x: &Ctx, parsed: Parsed) -> Result<ToolOutput, ToolError> {
-    let deadline = Deadline::after("observe", parsed.budget);
+/// Observe within `deadline`, the call's one deadline (see `Parsed::deadline`).
+pub fn run(x: &Ctx, parsed: Parsed, deadline: &Deadline) -> Result<ToolOutput, ToolError> {
+    let deadline = *deadline;
     x.open.sync(&deadline).map_err(unavailable)?;
     let ids: Vec<&str> = parsed
         .items

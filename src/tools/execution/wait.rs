@@ -9,7 +9,7 @@ use super::{Ctx, bad, done, execution_id, only, timeout, unavailable, view};
 use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
 use crate::store::history::{self as table, Record};
-use crate::tools::envelope::ToolOutput;
+use crate::tools::envelope::{NextAction, ToolOutput};
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value, json};
 
@@ -23,18 +23,55 @@ const EVENTS: &[&str] = &[
     "busy",
     "unknown",
 ];
-const DEFAULT_TIMEOUT_SECONDS: f64 = 10.0;
+/// The tool's maximum wait: a profile's longer default is capped to it.
+const MAX_TIMEOUT_SECONDS: f64 = 30.0;
+
+/// Who is waiting, as far as the default budget goes (seed 000): a local (stdio) client or
+/// Claude over HTTP gets 5 s; ChatGPT and Codex over HTTP, whose hosts hold a tool call
+/// open much longer and pay a model turn for every repeat, get 50 s (capped by the tool's
+/// maximum). The transport sets it per request from the client's `clientInfo`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WaitProfile {
+    #[default]
+    Local,
+    ClaudeHttp,
+    ChatGptHttp,
+}
+
+impl WaitProfile {
+    pub fn default_seconds(self) -> f64 {
+        match self {
+            WaitProfile::Local | WaitProfile::ClaudeHttp => 5.0,
+            WaitProfile::ChatGptHttp => 50.0,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitProfile::Local => "local",
+            WaitProfile::ClaudeHttp => "claude_http",
+            WaitProfile::ChatGptHttp => "chatgpt_http",
+        }
+    }
+}
 
 pub struct WaitReq {
     ids: Vec<String>,
     after: Option<String>,
     events: Vec<&'static str>,
-    budget: std::time::Duration,
+    /// `events` as the caller gave them (`None`: all), repeated by the next action.
+    asked_events: Option<Value>,
+    pub(super) budget: std::time::Duration,
+    /// The selected allowance in seconds (after the default and the cap).
+    seconds: f64,
+    /// Where `seconds` came from: `request` or the profile's default.
+    defaulted: bool,
+    profile: WaitProfile,
     /// `timeout_seconds: 0`: one catalog pass, no waiting.
     poll_once: bool,
 }
 
-pub fn parse(action: &Map<String, Value>) -> Result<WaitReq, ToolError> {
+pub fn parse(action: &Map<String, Value>, profile: WaitProfile) -> Result<WaitReq, ToolError> {
     only(
         action,
         &["execution_ids", "after", "events", "timeout_seconds"],
@@ -74,14 +111,21 @@ pub fn parse(action: &Map<String, Value>) -> Result<WaitReq, ToolError> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(bad("after must be a catalog_cursor string")),
     };
-    let budget = timeout(action.get("timeout_seconds"), DEFAULT_TIMEOUT_SECONDS)?;
-    let poll_once = action.get("timeout_seconds").and_then(Value::as_f64) == Some(0.0);
+    // `null` is the default, as if absent.
+    let asked = action.get("timeout_seconds").filter(|v| !v.is_null());
+    let default = profile.default_seconds().min(MAX_TIMEOUT_SECONDS);
+    let budget = timeout(asked, default)?;
+    let seconds = asked.and_then(Value::as_f64).unwrap_or(default);
     Ok(WaitReq {
         ids,
         after,
         events,
+        asked_events: action.get("events").cloned(),
         budget,
-        poll_once,
+        seconds,
+        defaulted: asked.is_none(),
+        profile,
+        poll_once: seconds == 0.0,
     })
 }
 
@@ -104,8 +148,10 @@ fn happened(r: &Record, after: i64, events: &[&str]) -> Vec<&'static str> {
         .collect()
 }
 
-pub fn run(x: &Ctx, req: WaitReq) -> Result<ToolOutput, ToolError> {
-    let deadline = Deadline::after("wait", req.budget);
+/// Wait within `deadline`, the call's one deadline (started before session admission, so
+/// admission, reconcile and catalog I/O all count against the budget).
+pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, ToolError> {
+    let deadline = *deadline;
     x.open.sync(&deadline).map_err(unavailable)?;
     // Without `after`, the baseline is the catalog as this call first reads it.
     let baseline = match &req.after {
@@ -166,7 +212,7 @@ pub fn run(x: &Ctx, req: WaitReq) -> Result<ToolOutput, ToolError> {
             None
         };
         if let Some(outcome) = outcome {
-            return Ok(answer(x, outcome, &records, changed, seq, baseline));
+            return Ok(answer(x, &req, outcome, &records, changed, seq, baseline));
         }
         x.open.notify.wait_past(seen, &deadline);
     }
@@ -174,6 +220,7 @@ pub fn run(x: &Ctx, req: WaitReq) -> Result<ToolOutput, ToolError> {
 
 fn answer(
     x: &Ctx,
+    req: &WaitReq,
     outcome: &str,
     records: &[(String, Option<Record>)],
     changed: Vec<Value>,
@@ -197,12 +244,37 @@ fn answer(
         text.push_str(&view::line(r));
         text.push('\n');
     }
+    let cursor = x.open.key.seal(&x.tag, &Kind::Catalog { seq: next });
     let data = json!({
         "outcome": outcome,
         "changed": changed,
         "executions": found.iter().map(|r| view::compact(r)).collect::<Vec<_>>(),
         "missing": missing,
-        "catalog_cursor": x.open.key.seal(&x.tag, &Kind::Catalog { seq: next }),
+        "catalog_cursor": cursor,
+        "effectiveWait": {
+            "timeout_seconds": req.seconds,
+            "source": if req.defaulted { "profile_default" } else { "request" },
+            "profile": req.profile.as_str(),
+        },
     });
-    done(x.tool, format!("wait: {outcome}"), text, data)
+    let mut out = done(x.tool, format!("wait: {outcome}"), text, data);
+    out.envelope.next_action = Some(again(x, req, cursor));
+    out
+}
+
+/// The same wait again from the new baseline: same executions, events and timeout.
+fn again(x: &Ctx, req: &WaitReq, cursor: String) -> NextAction {
+    let mut action = json!({"type": "wait", "execution_ids": req.ids, "after": cursor,
+                            "timeout_seconds": req.seconds});
+    if let Some(events) = &req.asked_events {
+        action["events"] = events.clone();
+    }
+    NextAction {
+        tool: x.tool.as_str().into(),
+        instruction: "To keep watching, wait again from this baseline (same executions, \
+                      events and timeout)."
+            .into(),
+        arguments: json!({"thread_id": x.scope.thread_id, "workspace_root": x.scope.workspace_root,
+                          "action": action}),
+    }
 }
