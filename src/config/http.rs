@@ -2,24 +2,18 @@
 //! principals with their tool policies, and the limits. Built once at startup from
 //! `ServeArgs` and the environment; every problem is a startup error (exit 2).
 //!
-//! Invariant: raw tokens never leave this module and `principals` (the principal config);
-//! a `Principal` carries only the SHA-256 digest of its token.
+//! Invariant: raw tokens never leave this module, `token` and `principals` (the principal
+//! config); a `Principal` carries only the SHA-256 digest of its token.
 
 use super::cli::ServeArgs;
 use super::vars::{self, ConfigError, Var};
 use crate::tools::policy::ToolPolicy;
-use sha2::{Digest, Sha256};
-use std::fmt;
-use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Loopback by default: the endpoint grants a shell, so exposure must be a choice.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8000";
-/// 256 bits of hex-encoded randomness is 64 bytes; 32 is the floor seed 003 sets.
-pub const MIN_TOKEN_BYTES: usize = 32;
 pub const DEFAULT_MAX_CONCURRENCY: usize = 32;
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 120;
 /// Seed 003: a request that takes longer is answered 408.
@@ -30,44 +24,18 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// After SIGTERM, in-flight requests may finish for this long.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(20);
-/// The principal name of a single-token server.
-pub const SINGLE_PRINCIPAL: &str = "default";
-/// A token file larger than this is certainly a mistake.
-const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 
 pub use super::principals::{RESERVED_NAMES, load_principal_config};
+pub use super::token::{
+    MIN_TOKEN_BYTES, Principal, SINGLE_PRINCIPAL, check_token, key, read_token_file, token_digest,
+};
 
 pub use crate::session::Affinity;
 
-/// An authenticated identity: its name, the digest of its token and its tool policy.
-#[derive(Clone)]
-pub struct Principal {
-    pub name: String,
-    /// What sessions, history, tasks and requests are keyed by (`http:<name>`): never
-    /// equal to the stdio user's `local`, whatever the name (`key`).
-    pub key: String,
-    pub token_digest: [u8; 32],
-    pub policy: ToolPolicy,
-    /// Where the token was read from, so file tools can refuse it.
-    pub token_file: Option<PathBuf>,
-    /// The variable the token was read from (`token_env`), so shells never get it.
-    pub token_env: Option<String>,
+fn err(msg: impl Into<String>) -> ConfigError {
+    ConfigError(msg.into())
 }
 
-/// The key of the HTTP principal `name` (seed 000's Herdr bindings use the same form):
-/// the stdio user is `local`, and no HTTP key can be (names hold no `:`).
-pub fn key(name: &str) -> String {
-    format!("http:{name}")
-}
-
-impl fmt::Debug for Principal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Principal")
-            .field("name", &self.name)
-            .field("policy", &self.policy.source)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Everything `serve --http` needs beyond the common `Config`.
 #[derive(Clone, Debug)]
@@ -94,16 +62,7 @@ pub struct HttpConfig {
     pub credential_vars: Vec<String>,
 }
 
-pub(super) fn err(msg: impl Into<String>) -> ConfigError {
-    ConfigError(msg.into())
-}
 
-/// SHA-256 of a token: what is kept and compared.
-pub fn token_digest(token: &[u8]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(&Sha256::digest(token));
-    out
-}
 
 impl HttpConfig {
     /// Build from validated arguments. `policy` is the command-line tool policy (used by
@@ -283,68 +242,7 @@ fn principals(
     Ok((single(token, "WINX_HTTP_TOKEN")?, "WINX_HTTP_TOKEN"))
 }
 
-/// Trim surrounding whitespace (files usually end in a newline) and check the rest.
-pub(super) fn check_token(raw: &str, from: &str, weak_ok: bool) -> Result<String, ConfigError> {
-    let token = raw.trim_matches(|c: char| c.is_ascii_whitespace());
-    if token.is_empty() {
-        return Err(err(format!("the token from {from} is empty")));
-    }
-    if !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-        return Err(err(format!(
-            "the token from {from} must be visible ASCII without spaces (it travels in an \
-             Authorization header)"
-        )));
-    }
-    if token.len() < MIN_TOKEN_BYTES && !weak_ok {
-        return Err(err(format!(
-            "the token from {from} has {} bytes; at least {MIN_TOKEN_BYTES} are required \
-             (create one with `openssl rand -hex 32`; --allow-weak-token is for local tests only)",
-            token.len()
-        )));
-    }
-    Ok(token.to_string())
-}
 
-/// Read a token file that must be a regular, non-symlink file without group/other access.
-/// Opened with `O_NOFOLLOW` and checked through the open descriptor (no check-then-open race).
-pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
-    let shown = path.display();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(nix::libc::ELOOP) {
-                err(format!(
-                    "token file {shown} is a symlink; point at the file itself"
-                ))
-            } else {
-                err(format!("cannot open token file {shown}: {e}"))
-            }
-        })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| err(format!("cannot stat token file {shown}: {e}")))?;
-    if !meta.is_file() {
-        return Err(err(format!("token file {shown} is not a regular file")));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(err(format!(
-            "token file {shown} is accessible by group or others (mode {:o}); run chmod 600 {shown}",
-            meta.mode() & 0o777
-        )));
-    }
-    if meta.len() > MAX_TOKEN_FILE_BYTES {
-        return Err(err(format!(
-            "token file {shown} is larger than {MAX_TOKEN_FILE_BYTES} bytes"
-        )));
-    }
-    let mut s = String::new();
-    file.take(MAX_TOKEN_FILE_BYTES)
-        .read_to_string(&mut s)
-        .map_err(|e| err(format!("cannot read token file {shown}: {e}")))?;
-    Ok(s)
-}
 
 #[cfg(test)]
 mod tests {

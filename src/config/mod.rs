@@ -10,6 +10,7 @@ pub mod http;
 pub mod opcli;
 pub mod principals;
 pub mod sandbox;
+pub mod token;
 pub mod usage;
 pub mod vars;
 pub mod winxd;

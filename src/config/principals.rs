@@ -4,9 +4,9 @@
 //! what may be a secret.
 //!
 //! Invariant: a loaded principal's name is valid, not reserved (`RESERVED_NAMES`) and
-//! unique (case-insensitively); its key (`http::key`) is distinct from every other key.
+//! unique (case-insensitively); its key (`token::key`) is distinct from every other key.
 
-use super::http::{Principal, check_token, err, key, read_token_file, token_digest};
+use super::token::{Principal, check_token, key, read_token_file, token_digest};
 use super::vars::ConfigError;
 use crate::tools::policy::{PolicyError, ToolPolicy};
 use serde::Deserialize;
@@ -17,12 +17,16 @@ const MAX_NAME_CHARS: usize = 64;
 /// A principal config larger than this is certainly a mistake.
 const MAX_PRINCIPAL_CONFIG_BYTES: u64 = 1 << 20;
 
+fn err(msg: impl Into<String>) -> ConfigError {
+    ConfigError(msg.into())
+}
+
 /// Names no principal may take (compared case-insensitively): `local` is the stdio user
 /// (and the operator's `agent` commands), `default` the principal of a single-token
 /// server. A principal so named would share their sessions, history and requests in a
 /// shared state directory; keys already differ (`http:` prefix), and refusing the names
 /// keeps logs, `list` and Herdr bindings unambiguous too.
-pub const RESERVED_NAMES: &[&str] = &[super::LOCAL_PRINCIPAL, super::http::SINGLE_PRINCIPAL];
+pub const RESERVED_NAMES: &[&str] = &[super::LOCAL_PRINCIPAL, super::token::SINGLE_PRINCIPAL];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
