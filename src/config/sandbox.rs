@@ -129,9 +129,10 @@ pub fn plan(
     }
     let workspace = workspace(env)?;
     let mut writable = vec![workspace.clone(), resolve(Path::new(TMP))];
-    writable.push(resolve(state_dir));
-    writable.push(resolve(runtime_dir));
     writable.extend(path_list(&vars::SANDBOX_RW_PATHS, env)?);
+    let private = private_dirs(state_dir, runtime_dir);
+    let shells_writable = writable.clone();
+    writable.extend(private.iter().cloned());
     let mut readable: Vec<PathBuf> = SYSTEM_READ
         .iter()
         .map(Path::new)
@@ -146,8 +147,11 @@ pub fn plan(
         readable.push(dir);
     }
     readable.extend(path_list(&vars::SANDBOX_RO_PATHS, env)?);
+    // Shells read neither winx's private directories (carved out of the system trees
+    // that hold them, such as /run for $XDG_RUNTIME_DIR) nor its configuration files.
+    let shells_readable = carve(&readable, &private);
     readable.extend(extra_read.iter().filter(|p| p.exists()).map(|p| resolve(p)));
-    let devices = DEVICES
+    let devices: Vec<PathBuf> = DEVICES
         .iter()
         .map(Path::new)
         .filter(|p| p.exists())
@@ -155,6 +159,13 @@ pub fn plan(
         .collect();
     dedup(&mut writable);
     dedup(&mut readable);
+    let mut shells = Rules {
+        writable: shells_writable,
+        readable: shells_readable,
+        devices: devices.clone(),
+    };
+    dedup(&mut shells.writable);
+    dedup(&mut shells.readable);
     Ok(Plan {
         mode,
         workspace: Some(workspace),
@@ -163,7 +174,75 @@ pub fn plan(
             readable,
             devices,
         },
+        shells,
+        private,
     })
+}
+
+/// winx's own directories, which only the server, winxd and guardians use: the state
+/// directory, the runtime directory and, for a sandbox's runtime subdirectory, the
+/// runtime directory it lies in (the user's other winxd and sessions).
+fn private_dirs(state_dir: &Path, runtime_dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![resolve(state_dir), resolve(runtime_dir)];
+    let name = runtime_dir.file_name().map(|n| n.to_string_lossy());
+    if name.is_some_and(|n| n.starts_with("sandbox-"))
+        && let Some(base) = runtime_dir.parent()
+    {
+        out.push(resolve(base));
+    }
+    out
+}
+
+/// `roots` without what lies in `private`: a root holding a private directory is replaced
+/// by its entries (recursively down to the private one), so the private directory and
+/// nothing else drops out. Entries made later under a replaced root are not covered.
+pub fn carve(roots: &[PathBuf], private: &[PathBuf]) -> Vec<PathBuf> {
+    fn one(root: &Path, private: &[PathBuf], out: &mut Vec<PathBuf>) {
+        if private.iter().any(|p| root.starts_with(p)) {
+            return;
+        }
+        if !private.iter().any(|p| p.starts_with(root)) {
+            out.push(root.to_path_buf());
+            return;
+        }
+        // Resolved, and kept only when still beneath `root`: a link can neither lead into
+        // a private directory nor widen the rule beyond the root it replaces. A dangling
+        // one (nothing a rule could name) is left out.
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.path().canonicalize().ok())
+            .filter(|p| p.starts_with(root) && p != root)
+            .collect();
+        entries.sort();
+        entries.dedup();
+        for e in entries {
+            one(&e, private, out);
+        }
+    }
+    let mut out = Vec::new();
+    for r in roots {
+        one(r, private, &mut out);
+    }
+    out
+}
+
+/// The private directories a shell still reaches because a root it may use holds them
+/// (a state directory under /tmp or the workspace): what `doctor` reports as exposed.
+pub fn exposed(plan: &Plan) -> Vec<PathBuf> {
+    let shells = &plan.shells;
+    plan.private
+        .iter()
+        .filter(|p| {
+            shells
+                .writable
+                .iter()
+                .chain(&shells.readable)
+                .any(|r| p.starts_with(r))
+        })
+        .cloned()
+        .collect()
 }
 
 /// Keep each root once, and none beneath another (`/bin` resolves into `/usr` on merged
@@ -213,6 +292,27 @@ pub fn child_env(plan: &Plan, env: &mut Vec<(String, String)>) {
     }
 }
 
+/// The `WINX_SANDBOX*` variables a winxd hands every guardian it starts, in place of the
+/// requester's (issue 36, item 1): a guardian's sandbox comes from winxd's own
+/// configuration, never from whoever asked for the session.
+pub fn guardian_env(env: Env, plan: &Plan) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = [
+        &vars::SANDBOX,
+        &vars::SANDBOX_RW_PATHS,
+        &vars::SANDBOX_RO_PATHS,
+    ]
+    .iter()
+    .filter_map(|v| vars::text(v, env).map(|t| (v.name.to_string(), t)))
+    .collect();
+    if let Some(ws) = &plan.workspace {
+        out.push((
+            vars::SANDBOX_WORKSPACE.name.to_string(),
+            ws.to_string_lossy().into_owned(),
+        ));
+    }
+    out
+}
+
 /// Startup fails rather than run a usage writer the sandbox would not let write (seed
 /// 003: never an unconstrained writer outside the policy).
 pub fn check_usage_log(plan: &Plan, log: &Path) -> Result<(), ConfigError> {
@@ -249,7 +349,11 @@ pub fn enter(plan: &Plan, own_dirs: &[&Path]) -> Result<Applied, String> {
     for dir in own_dirs {
         crate::fsutil::ensure_private_dir(dir).map_err(|e| format!("WINX_SANDBOX: {e}"))?;
     }
-    crate::sandbox::apply(plan).map_err(|e| e.to_string())
+    let applied = crate::sandbox::apply(plan).map_err(|e| e.to_string())?;
+    if let Applied::Enforced { .. } = applied {
+        crate::sandbox::shells::confine(plan.shells.clone());
+    }
+    Ok(applied)
 }
 
 /// Whether any component of `p` is `..` (the lists are resolved, so none should be).
@@ -315,6 +419,52 @@ mod tests {
         assert!(!p.rules.writable.contains(&ro.canonicalize().unwrap()));
         assert!(p.rules.readable.iter().all(|r| !has_parent_dir(r)));
         assert!(runtime_subdir(&env).unwrap().starts_with("sandbox-"));
+    }
+
+    #[test]
+    fn shells_lose_the_private_directories_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        for d in [
+            "sys/a",
+            "sys/run/user/winx/sandbox-1",
+            "sys/run/other",
+            "ws",
+            "rw",
+        ] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("sys/run/file"), "").unwrap();
+        // A link back into the private directory, and one out of the root: both dropped.
+        std::os::unix::fs::symlink(root.join("sys/run/user/winx"), root.join("sys/run/w")).unwrap();
+        std::os::unix::fs::symlink(&root, root.join("sys/run/up")).unwrap();
+        let private = [root.join("sys/run/user/winx")];
+        let carved = carve(&[root.join("sys")], &private);
+        let want: Vec<PathBuf> = ["sys/a", "sys/run/file", "sys/run/other"]
+            .iter()
+            .map(|d| root.join(d))
+            .collect();
+        assert_eq!(carved, want);
+        assert_eq!(carve(&[root.join("ws")], &private), [root.join("ws")]);
+
+        let ws = root.join("ws");
+        let vars = [
+            ("WINX_SANDBOX", "1"),
+            ("WINX_SANDBOX_WORKSPACE", ws.to_str().unwrap()),
+        ];
+        let env = env_of(&vars);
+        let (state, run) = (
+            root.join("rw/state"),
+            root.join("sys/run/user/winx/sandbox-1"),
+        );
+        let p = plan(&env, &state, &run, &[]).unwrap();
+        assert!(p.rules.writable_covers(&state) && p.rules.writable_covers(&run));
+        assert!(!p.shells.writable.contains(&state) && !p.shells.writable.contains(&run));
+        assert!(p.private.contains(&root.join("sys/run/user/winx")), "{p:?}");
+        // Under /tmp (where this test's tree usually lies) the state stays reachable:
+        // reported as exposed.
+        let under_tmp = state.starts_with(resolve(Path::new(TMP)));
+        assert_eq!(exposed(&p).contains(&state), under_tmp, "{p:?}");
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct WinxdConfig {
     pub sandbox: crate::sandbox::Plan,
     /// The directories the sandbox's rules name that winxd creates before applying it.
     pub own_dirs: Vec<PathBuf>,
+    /// The `WINX_SANDBOX*` variables every guardian gets in place of the requester's
+    /// (`sandbox::guardian_env`).
+    pub guardian_env: Vec<(String, String)>,
 }
 
 impl WinxdConfig {
@@ -27,6 +30,7 @@ impl WinxdConfig {
         let socket = socket.unwrap_or_else(|| daemon_socket(env));
         let (sandbox, own_dirs) = own_sandbox(env, &socket, None)?;
         Ok(WinxdConfig {
+            guardian_env: super::sandbox::guardian_env(env, &sandbox),
             sandbox,
             own_dirs,
             socket,

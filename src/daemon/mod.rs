@@ -66,8 +66,13 @@ pub struct Daemon {
     state: Arc<State>,
 }
 
-/// Take the lock and bind the socket.
-pub fn start(socket: &Path, lifecycle: Lifecycle) -> Result<Started, String> {
+/// Take the lock and bind the socket. `guardian_env` are the sandbox variables every
+/// guardian gets in place of the requester's (`config::sandbox::guardian_env`).
+pub fn start(
+    socket: &Path,
+    lifecycle: Lifecycle,
+    guardian_env: Vec<(String, String)>,
+) -> Result<Started, String> {
     let dir = socket
         .parent()
         .ok_or("socket path has no directory")?
@@ -93,6 +98,7 @@ pub fn start(socket: &Path, lifecycle: Lifecycle) -> Result<Started, String> {
             runtime_dir: dir,
             socket: socket.to_path_buf(),
             lifecycle,
+            guardian_env,
             lock: Mutex::new(Some(lock)),
             starting: Mutex::new(()),
         }),

@@ -4,6 +4,7 @@
 
 use crate::deadline::Deadline;
 use crate::process::{Role, SELF_EXE};
+use crate::sandbox::is_sandbox_var;
 use crate::wire::daemon::Request;
 use crate::wire::error::RuntimeError;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -17,8 +18,14 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// The fd number on which the guardian finds its readiness pipe.
 pub const READY_FD: i32 = 3;
 
-/// Spawn the guardian for an `Ensure` request and wait until it reports ready.
-pub fn guardian(socket: &Path, req: &Request) -> Result<u32, RuntimeError> {
+/// Spawn the guardian for an `Ensure` request and wait until it reports ready. Its
+/// environment is the requester's without any `WINX_SANDBOX*` variable, plus winxd's own
+/// (`sandbox_env`): the guardian's sandbox is winxd's to decide.
+pub fn guardian(
+    socket: &Path,
+    req: &Request,
+    sandbox_env: &[(String, String)],
+) -> Result<u32, RuntimeError> {
     let Request::Ensure {
         workspace,
         shell,
@@ -54,7 +61,8 @@ pub fn guardian(socket: &Path, req: &Request) -> Result<u32, RuntimeError> {
         .arg(&labels.principal)
         .args(temp_dir.iter().flat_map(|t| ["--temp-dir", t.as_str()]))
         .env_clear()
-        .envs(env.iter().cloned())
+        .envs(env.iter().filter(|(k, _)| !is_sandbox_var(k)).cloned())
+        .envs(sandbox_env.iter().cloned())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());

@@ -19,6 +19,9 @@ pub struct State {
     pub runtime_dir: PathBuf,
     pub socket: PathBuf,
     pub lifecycle: Lifecycle,
+    /// winxd's own `WINX_SANDBOX*` variables, which every guardian gets in place of the
+    /// requester's: a session's sandbox is winxd's, never the client's to choose.
+    pub guardian_env: Vec<(String, String)>,
     /// The `winxd.lock` handle; dropped (unlocking) on `Shutdown` before answering, so a
     /// successor can start as soon as we answer.
     pub lock: Mutex<Option<fs::File>>,
@@ -100,7 +103,7 @@ fn ensure(state: &State, key: &str, req: &Request) -> Response {
     if let Err(error) = lifecycle::make_room(&state.runtime_dir, &state.lifecycle) {
         return Response::Error { error };
     }
-    match spawn::guardian(&socket, req) {
+    match spawn::guardian(&socket, req, &state.guardian_env) {
         Ok(pid) => {
             log::info!("started guardian {pid} for session {key}");
             Response::Ensured {

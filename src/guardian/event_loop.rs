@@ -322,6 +322,12 @@ impl EventLoop {
 
     fn accept(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
+            // A client confined more than this guardian (a sandboxed shell) gets no shell
+            // outside its sandbox (issue 36, item 1).
+            if let Some(why) = crate::sandbox::peer::refusal(&stream, "the session guardian") {
+                log::warn!("refusing a client: {why}");
+                continue;
+            }
             let Ok(client) = Client::new(stream) else {
                 continue;
             };

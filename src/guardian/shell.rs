@@ -7,6 +7,7 @@ use crate::shell::marker::{Scanner, bash_prompt, prompt_function};
 use crate::shell::pty::{self, SpawnSpec, Spawned};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -148,6 +149,7 @@ pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
             (vec!["-i".to_string()], rc)
         }
     };
+    let layer = shell_layer(spec)?;
     let spawned = pty::spawn(&SpawnSpec {
         program: spec.program.clone(),
         args,
@@ -155,6 +157,7 @@ pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
         cwd: spec.workspace.clone(),
         rows: pty::DEFAULT_ROWS,
         cols: pty::DEFAULT_COLS,
+        landlock: layer.as_ref().map(|fd| fd.as_raw_fd()),
     });
     match spawned {
         Ok(Spawned { pid, master }) => Ok(Shell {
@@ -174,6 +177,7 @@ pub fn start(spec: &ShellSpec, nonce: &str) -> Result<Shell, String> {
 
 /// Spawn a background command on its own PTY with the same environment rules.
 pub fn spawn_background(spec: &ShellSpec, cwd: &str, command: &str) -> Result<Spawned, String> {
+    let layer = shell_layer(spec)?;
     pty::spawn(&SpawnSpec {
         program: spec.program.clone(),
         args: vec!["-c".into(), command.into()],
@@ -181,8 +185,15 @@ pub fn spawn_background(spec: &ShellSpec, cwd: &str, command: &str) -> Result<Sp
         cwd: cwd.into(),
         rows: pty::DEFAULT_ROWS,
         cols: pty::DEFAULT_COLS,
+        landlock: layer.as_ref().map(|fd| fd.as_raw_fd()),
     })
     .map_err(|e| format!("cannot start background command: {e}"))
+}
+
+/// Under an enforced sandbox, the shells' own Landlock layer (`sandbox::shells`): winx's
+/// state and runtime directories out of reach, this session's directory in.
+fn shell_layer(spec: &ShellSpec) -> Result<Option<std::os::fd::OwnedFd>, String> {
+    crate::sandbox::shells::layer(&spec.session_dir).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -94,6 +94,7 @@ pub fn run(config: &Config) -> Result<Value, OpError> {
         "shell": config.runtime.shell.0,
         "file_tools_containment": d.file_containment,
         "sandbox": sandbox(config),
+        "principal_isolation": principal_isolation(config),
         "redaction": config.redact,
         "http_credentials_configured": d.http_credentials_configured,
         "usage_log_configured": config.usage.is_some(),
@@ -153,6 +154,31 @@ fn sandbox(config: &Config) -> Value {
         "writable": plan.rules.writable,
         "readable": plan.rules.readable,
         "devices": plan.rules.devices,
+        // Every shell's own, stricter layer: without winx's state and runtime directories
+        // (`exposed`: those a root shells may use still holds, such as a state directory
+        // under /tmp).
+        "shells": (plan.mode != Mode::Off).then(|| json!({
+            "writable": plan.shells.writable,
+            "readable": plan.shells.readable,
+            "private": plan.private,
+            "exposed": crate::config::sandbox::exposed(plan),
+        })),
+    })
+}
+
+/// What separates principals (issue 36, item 3), stated plainly: every shell runs as the
+/// server's uid, so the operating system does not keep one principal's shell from
+/// another's files or processes; winx keeps their sessions, history, tasks and requests
+/// apart, and a sandbox keeps shells out of winx's own directories.
+fn principal_isolation(config: &Config) -> Value {
+    json!({
+        "shared_uid": nix::unistd::getuid().as_raw(),
+        "os_isolated": false,
+        "note": "every principal with BashCommand runs shells as this one uid: the OS does \
+                 not isolate principals from each other (one can read or signal what another \
+                 starts, and whatever else this uid can reach); run one server per OS user for \
+                 principals that must not reach each other",
+        "shells_kept_from_winx_state": config.sandbox.mode != crate::sandbox::Mode::Off,
     })
 }
 

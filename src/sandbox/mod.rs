@@ -6,10 +6,17 @@
 //! (`apply`). Landlock restricts the calling thread and the threads and processes it
 //! creates later, so applying it on the main thread before anything else covers the whole
 //! process tree. See docs/architecture.md, "Landlock sandbox".
+//!
+//! `shells` adds the stricter layer every shell gets (winx's own directories out of
+//! reach); `peer` decides which clients a winxd or guardian serves (none confined more
+//! than itself).
+
+pub mod peer;
+pub mod shells;
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus,
+    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetStatus,
 };
 use std::path::{Path, PathBuf};
 
@@ -74,6 +81,11 @@ pub struct Plan {
     /// The startup workspace (`WINX_SANDBOX_WORKSPACE`, else the current directory).
     pub workspace: Option<PathBuf>,
     pub rules: Rules,
+    /// The stricter layer every shell gets on top (`shells`): the rules without winx's
+    /// own state and runtime directories, which only the server, winxd and guardians use.
+    pub shells: Rules,
+    /// Those directories (resolved), kept out of `shells`.
+    pub private: Vec<PathBuf>,
 }
 
 /// What applying a plan did.
@@ -86,6 +98,12 @@ pub enum Applied {
     Enforced { kernel_abi: i32, partial: bool },
     /// Best effort on a kernel without Landlock: running unsandboxed.
     Unavailable { reason: String },
+}
+
+/// Whether `name` is one of the `WINX_SANDBOX*` variables, which configure the plan (a
+/// winxd replaces a requester's with its own: `daemon::spawn`).
+pub fn is_sandbox_var(name: &str) -> bool {
+    name.starts_with("WINX_SANDBOX")
 }
 
 /// Why a sandbox could not be applied; the process must not go on.
@@ -152,35 +170,14 @@ pub fn apply(plan: &Plan) -> Result<Applied, SandboxError> {
         Err(reason) if plan.mode == Mode::BestEffort => return Ok(Applied::Unavailable { reason }),
         Err(reason) => return Err(unavailable_error(&reason)),
     };
-    let failed = |e: &dyn std::fmt::Display| SandboxError(format!("Landlock sandbox: {e}"));
-    let all = AccessFs::from_all(TARGET);
-    let mut ruleset = Ruleset::default()
-        .handle_access(all)
+    let ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(TARGET))
         .map_err(|e| failed(&e))?
         .create()
         .map_err(|e| failed(&e))?;
-    let devices =
-        AccessFs::from_read(TARGET) | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
-    let classes: [(&[PathBuf], BitFlags<AccessFs>); 3] = [
-        (&plan.rules.writable, all),
-        (&plan.rules.readable, AccessFs::from_read(TARGET)),
-        (&plan.rules.devices, devices),
-    ];
-    for (paths, access) in classes {
-        for path in paths {
-            let fd = PathFd::new(path)
-                .map_err(|e| failed(&format!("cannot open {}: {e}", path.display())))?;
-            // A rule on a file may only carry rights that apply to files.
-            let access = match std::fs::metadata(path) {
-                Ok(m) if !m.is_dir() => access & AccessFs::from_file(TARGET),
-                _ => access,
-            };
-            ruleset = ruleset
-                .add_rule(PathBeneath::new(fd, access))
-                .map_err(|e| failed(&format!("rule for {}: {e}", path.display())))?;
-        }
-    }
-    let status = ruleset.restrict_self().map_err(|e| failed(&e))?;
+    let status = with_rules(ruleset, &plan.rules, TARGET)?
+        .restrict_self()
+        .map_err(|e| failed(&e))?;
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(Applied::Enforced {
             kernel_abi: kernel,
@@ -197,6 +194,41 @@ pub fn apply(plan: &Plan) -> Result<Applied, SandboxError> {
             Err(unavailable_error("the kernel enforced none of the rules"))
         }
     }
+}
+
+fn failed(e: &dyn std::fmt::Display) -> SandboxError {
+    SandboxError(format!("Landlock sandbox: {e}"))
+}
+
+/// `ruleset` with one rule per root of `rules`: writable roots get every right of `abi`,
+/// readable ones read and execute, device trees read, write, truncate and device ioctls.
+fn with_rules(
+    mut ruleset: RulesetCreated,
+    rules: &Rules,
+    abi: ABI,
+) -> Result<RulesetCreated, SandboxError> {
+    let devices =
+        AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
+    let classes: [(&[PathBuf], BitFlags<AccessFs>); 3] = [
+        (&rules.writable, AccessFs::from_all(abi)),
+        (&rules.readable, AccessFs::from_read(abi)),
+        (&rules.devices, devices),
+    ];
+    for (paths, access) in classes {
+        for path in paths {
+            let fd = PathFd::new(path)
+                .map_err(|e| failed(&format!("cannot open {}: {e}", path.display())))?;
+            // A rule on a file may only carry rights that apply to files.
+            let access = match std::fs::metadata(path) {
+                Ok(m) if !m.is_dir() => access & AccessFs::from_file(abi),
+                _ => access,
+            };
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(|e| failed(&format!("rule for {}: {e}", path.display())))?;
+        }
+    }
+    Ok(ruleset)
 }
 
 /// Log what `apply` did, once, at startup.

@@ -22,6 +22,8 @@ pub struct SpawnSpec {
     pub cwd: String,
     pub rows: u16,
     pub cols: u16,
+    /// A Landlock ruleset the child enters before exec (`sandbox::shells::layer`).
+    pub landlock: Option<RawFd>,
 }
 
 /// A running child on a PTY. The master is non-blocking and close-on-exec.
@@ -100,6 +102,7 @@ pub fn drain(fd: RawFd, max: usize, mut f: impl FnMut(&[u8])) -> bool {
 /// Status-pipe codes written by the child before `_exit`.
 const STEP_CHDIR: u8 = 1;
 const STEP_EXEC: u8 = 2;
+const STEP_LANDLOCK: u8 = 3;
 
 pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
     // Everything the child touches is prepared here, before fork.
@@ -132,6 +135,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
         .map_err(|e| SpawnError::Sys("pipe2", e))?;
     let slave_fd = pty.slave.as_raw_fd();
     let status_fd = status_w.as_raw_fd();
+    let landlock = spec.landlock;
 
     // SAFETY: the child branch below only calls async-signal-safe functions.
     let pid = unsafe { libc::fork() };
@@ -158,6 +162,11 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
             if libc::chdir(cwd.as_ptr()) != 0 {
                 child_fail(status_fd, STEP_CHDIR);
             }
+            if let Some(fd) = landlock
+                && !crate::sandbox::shells::restrict_child(fd)
+            {
+                child_fail(status_fd, STEP_LANDLOCK);
+            }
             libc::execve(program.as_ptr(), argv.as_ptr(), envp.as_ptr());
             child_fail(status_fd, STEP_EXEC);
         }
@@ -169,10 +178,10 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
     let n = read_full(status_r.as_raw_fd(), &mut buf);
     if n == 5 {
         let errno = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
-        let step = if buf[0] == STEP_CHDIR {
-            "chdir"
-        } else {
-            "execve"
+        let step = match buf[0] {
+            STEP_CHDIR => "chdir",
+            STEP_LANDLOCK => "landlock",
+            _ => "execve",
         };
         // Reap the child that already exited.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
@@ -291,6 +300,7 @@ mod tests {
             cwd: cwd.into(),
             rows: DEFAULT_ROWS,
             cols: DEFAULT_COLS,
+            landlock: None,
         }
     }
 

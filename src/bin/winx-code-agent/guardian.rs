@@ -65,9 +65,10 @@ pub fn main(args: std::env::ArgsOs) -> ExitCode {
     winx::adapter::init_logging(log::LevelFilter::Warn);
     labels.workspace = workspace.clone();
     let env = winx::config::process_env();
-    // The requesting adapter's sandbox, applied again here (a layer on whatever winxd
-    // already runs under) before the first shell: even a winxd started outside any
-    // sandbox cannot hand a sandboxed server an unconfined shell.
+    // winxd's sandbox (it replaces the requester's WINX_SANDBOX* variables with its own),
+    // applied again here as a layer on the domain winxd runs in, before the first shell.
+    // Every shell then gets its own, stricter layer (`sandbox::shells`): without winx's
+    // state and runtime directories.
     let sandbox = winx::config::winxd::own_sandbox(
         &winx::config::lookup(&env),
         &socket,

@@ -77,7 +77,7 @@ pub fn main(args: std::env::ArgsOs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    match daemon::start(&config.socket, config.lifecycle) {
+    match daemon::start(&config.socket, config.lifecycle, config.guardian_env) {
         Ok(Started::AlreadyRunning) => {
             report(Verdict::AlreadyRunning);
             ExitCode::SUCCESS
