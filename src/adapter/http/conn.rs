@@ -6,7 +6,9 @@
 //! Every read is bounded three ways: in bytes (a head stops at `MAX_HEAD_BYTES`, a body at
 //! the body cap, a chunk-size line at `MAX_CHUNK_LINE`), in time per read (the I/O
 //! timeout, set on the socket) and in time overall (a head must arrive within one I/O
-//! timeout of its first byte; a body within the request deadline).
+//! timeout of its first byte; a body within the request deadline). A body's memory is
+//! asked of the caller (`Reserve`) before it is allocated: a declared length at once, a
+//! chunked body as the capacity each chunk grows its buffer to.
 //!
 //! Invariant: a connection whose request body was not read to its end is closed after
 //! the answer, never reused and never drained into memory; closing it first discards (in
@@ -28,9 +30,6 @@ const READ_CHUNK: usize = 64 * 1024;
 const FIRST_BUF: usize = 8 * 1024;
 /// Longest chunk-size line (size, extensions, CRLF) of a chunked body.
 const MAX_CHUNK_LINE: usize = 4096;
-/// Initial capacity cap of a body buffer: a declared length is a claim, not a reason to
-/// allocate it before the bytes arrive.
-const BODY_PREALLOC: usize = 1 << 20;
 /// What a closing connection may still discard: enough for a client that wrote a whole
 /// oversized request before reading the answer (a 4 MiB head, a small body behind a 431).
 const LINGER_BYTES: usize = 8 << 20;
@@ -63,11 +62,17 @@ pub enum HeadRead {
     Refuse(Reply),
 }
 
+/// Asked for the whole capacity a body's buffer is about to have, before it is allocated;
+/// `Err` (why, for the answer) refuses the body.
+pub type Reserve<'a> = &'a mut dyn FnMut(usize) -> Result<(), &'static str>;
+
 /// Why a body could not be collected.
 #[derive(Debug)]
 pub enum BodyError {
     /// More than the cap (counted as it streams, chunked bodies included): 413.
     TooLarge,
+    /// The memory for it was refused (the body budget is taken): 503, retry later.
+    OverBudget(&'static str),
     /// The request deadline passed while the body was still arriving: 408.
     Timeout(&'static str),
     /// Bad chunk framing, or the client hung up: 400.
@@ -78,6 +83,7 @@ impl BodyError {
     pub fn reply(&self) -> Reply {
         match self {
             BodyError::TooLarge => routes::plain(413, "request body exceeds 64 MiB"),
+            BodyError::OverBudget(why) => routes::retry_later(503, why),
             BodyError::Timeout(which) => routes::plain(408, &format!("{which} expired")),
             BodyError::Malformed(e) => routes::plain(400, &format!("unreadable request body: {e}")),
         }
@@ -243,27 +249,37 @@ impl Conn {
         Ok(String::from_utf8_lossy(raw).into_owned())
     }
 
-    /// Collect a whole body of at most `cap` bytes before `deadline`.
+    /// Collect a whole body of at most `cap` bytes before `deadline`, its memory granted
+    /// by `reserve` first.
     pub fn read_body(
         &mut self,
         framing: BodyFraming,
         cap: usize,
         deadline: Deadline,
+        reserve: Reserve,
     ) -> Result<Vec<u8>, BodyError> {
         match framing {
             BodyFraming::None => Ok(Vec::new()),
             BodyFraming::Length(n) => {
                 let n = usize::try_from(n).ok().filter(|n| *n <= cap);
                 let n = n.ok_or(BodyError::TooLarge)?;
-                let mut body = Vec::with_capacity(n.min(BODY_PREALLOC));
+                // The declared length is granted before a byte is read, so it is
+                // allocated at once: pages are resident only as the bytes arrive.
+                reserve(n).map_err(BodyError::OverBudget)?;
+                let mut body = Vec::with_capacity(n);
                 self.take(&mut body, n, deadline)?;
                 Ok(body)
             }
-            BodyFraming::Chunked => self.read_chunked(cap, deadline),
+            BodyFraming::Chunked => self.read_chunked(cap, deadline, reserve),
         }
     }
 
-    fn read_chunked(&mut self, cap: usize, deadline: Deadline) -> Result<Vec<u8>, BodyError> {
+    fn read_chunked(
+        &mut self,
+        cap: usize,
+        deadline: Deadline,
+        reserve: Reserve,
+    ) -> Result<Vec<u8>, BodyError> {
         let bad = |why: &str| BodyError::Malformed(why.to_string());
         let mut body = Vec::new();
         loop {
@@ -273,8 +289,16 @@ impl Conn {
             if size == 0 {
                 break;
             }
-            if body.len().saturating_add(size) > cap {
+            let need = body.len().saturating_add(size);
+            if need > cap {
                 return Err(BodyError::TooLarge);
+            }
+            if need > body.capacity() {
+                // Doubling (within the cap) keeps many small chunks cheap; the capacity,
+                // not the length, is what is granted.
+                let grown = need.max(body.capacity().saturating_mul(2)).min(cap);
+                reserve(grown).map_err(BodyError::OverBudget)?;
+                body.reserve_exact(grown - body.len());
             }
             self.take(&mut body, size, deadline)?;
             if !self.line(2, deadline)?.is_empty() {

@@ -4,7 +4,9 @@
 //! the request deadline passes first.
 //!
 //! The body is in memory before a slot is taken, so a slow client holds only its own
-//! connection. A method answered from memory (`routes::inline`: `ping`, the handshake,
+//! connection — and its body's memory, granted from the body budget before a byte of it
+//! is read (a 503 `Retry-After` when the budget or the principal's share of it is taken),
+//! and held with the slot until the handler returns. A method answered from memory (`routes::inline`: `ping`, the handshake,
 //! the lists) runs right here, holding its slot: it cannot wait, so there is no deadline
 //! to keep. Everything else runs on an `mcp-worker` so this thread can keep the deadline:
 //! a handler that outlives it keeps its slot until it returns, so timed-out work still
@@ -12,7 +14,7 @@
 
 use super::Shared;
 use super::conn::{BodyError, Conn};
-use super::limits::{Permit, Slot, SlotRefusal};
+use super::limits::{BodyGrant, Permit, Refusal, Slot};
 use super::routes::{self, Era, Framing, McpHeaders, Reply};
 use super::wire::{BodyFraming, Head};
 use crate::config::http::Principal;
@@ -66,10 +68,27 @@ pub fn run(
         deadline,
         request_id,
     } = a;
+    // A declared length is granted before anything else, `100 Continue` included: a body
+    // refused here is never read.
+    let mut grant = shared.bodies.grant(&principal.name);
+    if let BodyFraming::Length(n) = body
+        && let Err(why) = grant.grow_to(usize::try_from(n).unwrap_or(usize::MAX))
+    {
+        let reply = routes::retry_later(503, over_budget(why));
+        let keep = head.keep_alive() && conn.discard_small_body(body, head.expects_continue());
+        return Served {
+            open: conn.answer(&reply, false, keep),
+            status: Some(reply.status),
+            rejected: Some("body_budget"),
+            ..Default::default()
+        };
+    }
     if body != BodyFraming::None && head.expects_continue() && !conn.write_raw(CONTINUE) {
         return Served::default();
     }
-    let body = match conn.read_body(body, shared.cfg.max_body_bytes, deadline) {
+    let mut reserve = |n: usize| grant.grow_to(n).map_err(over_budget);
+    let read = conn.read_body(body, shared.cfg.max_body_bytes, deadline, &mut reserve);
+    let body = match read {
         Ok(b) => b,
         Err(e) => {
             // The rest of the body may still be on the wire: answer and close.
@@ -80,6 +99,7 @@ pub fn run(
                 status: Some(reply.status),
                 rejected: Some(match e {
                     BodyError::TooLarge => "too_large",
+                    BodyError::OverBudget(_) => "body_budget",
                     BodyError::Timeout(_) => "timeout",
                     BodyError::Malformed(_) => "bad_request",
                 }),
@@ -89,11 +109,14 @@ pub fn run(
     };
     let keep = head.keep_alive();
     let slot = match shared.slots.try_acquire(&principal.name) {
-        Ok(s) => Arc::new(s),
+        Ok(slot) => Arc::new(Hold {
+            _slot: slot,
+            _body: grant,
+        }),
         Err(why) => {
             let text = match why {
-                SlotRefusal::Full => "too many concurrent requests",
-                SlotRefusal::ShareUsed => "too many concurrent requests for this principal",
+                Refusal::Full => "too many concurrent requests",
+                Refusal::ShareUsed => "too many concurrent requests for this principal",
             };
             let reply = routes::retry_later(503, text);
             return Served {
@@ -125,9 +148,10 @@ pub fn run(
     let reply = call.answer(&body);
     let (rejected, rpc_method) = (call.rejected.get(), call.rpc_method.get());
     drop(call);
-    // Give the slot back before writing: a client that sends its next request as soon as
-    // it reads this answer must not find its own finished request still holding the slot.
-    // A handler still running past the deadline keeps its own clone.
+    drop(body);
+    // Give the slot (and the body's grant) back before writing: a client that sends its
+    // next request as soon as it reads this answer must not find its own finished request
+    // still holding them. A handler still running past the deadline keeps its own clone.
     drop(slot);
     // Past the deadline the work goes on: the 408 closes the connection, so the client
     // cannot take this connection's next answer for the one it gave up on.
@@ -144,13 +168,30 @@ pub fn run(
 }
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// What a running request holds, given back when its last holder lets go (this thread, or
+/// a handler that outlives the deadline): its dispatch slot and its body's memory.
+struct Hold {
+    _slot: Slot,
+    _body: BodyGrant,
+}
+
+/// The 503's text when a body's memory is refused.
+fn over_budget(why: Refusal) -> &'static str {
+    match why {
+        Refusal::Full => "request bodies in memory are at the server's limit; retry shortly",
+        Refusal::ShareUsed => {
+            "this principal's request bodies in memory are at its share; retry shortly"
+        }
+    }
+}
 /// The status of an answer given at the request deadline while the handler runs on.
 const TIMED_OUT: u16 = 408;
 
 struct Call<'a> {
     shared: &'a Arc<Shared>,
     principal: &'a Arc<Principal>,
-    slot: &'a Arc<Slot>,
+    slot: &'a Arc<Hold>,
     headers: &'a McpHeaders,
     framing: Framing,
     deadline: Deadline,

@@ -1,6 +1,6 @@
 //! Request cost limits (seed 003, "Resource limits and responses"): the per-source-IP
-//! rate window, the dispatch slots with each principal's share, and the count of
-//! requests being answered (what a drain waits for).
+//! rate window, the dispatch slots and the request-body memory, each with every
+//! principal's share, and the count of requests being answered (what a drain waits for).
 //!
 //! Invariant: every limit here is checked before `mcp::Server::handle` runs; none of them
 //! reads the clock except through `Stopwatch` / `Deadline`.
@@ -144,9 +144,9 @@ pub struct Slots {
 #[derive(Default)]
 struct SlotState {
     total: usize,
-    /// Slots held per principal. Only authenticated principals (a fixed set, from the
-    /// configuration) are keys, so entries are kept at zero: taking a slot allocates
-    /// nothing after a principal's first.
+    /// Slots (or body bytes) held per principal. Only authenticated principals (a fixed
+    /// set, from the configuration) are keys, so entries are kept at zero: taking a slot
+    /// allocates nothing after a principal's first.
     by_principal: HashMap<Arc<str>, usize>,
 }
 
@@ -158,11 +158,7 @@ pub struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut st = self.slots.state.lock();
-        st.total -= 1;
-        if let Some(n) = st.by_principal.get_mut(&*self.principal) {
-            *n -= 1;
-        }
+        self.slots.state.lock().give_back(&self.principal, 1);
     }
 }
 
@@ -182,34 +178,147 @@ impl Slots {
     }
 
     /// A slot for `principal`, or why not (answer 503).
-    pub fn try_acquire(self: &Arc<Self>, principal: &str) -> Result<Slot, SlotRefusal> {
+    pub fn try_acquire(self: &Arc<Self>, principal: &str) -> Result<Slot, Refusal> {
         let mut st = self.state.lock();
-        if st.total >= self.max {
-            return Err(SlotRefusal::Full);
-        }
-        let mine = st.by_principal.get(principal).copied().unwrap_or(0);
-        if mine >= self.share {
-            return Err(SlotRefusal::ShareUsed);
-        }
-        st.total += 1;
-        let key = match st.by_principal.get_key_value(principal) {
-            Some((k, _)) => k.clone(),
-            None => Arc::from(principal),
-        };
-        *st.by_principal.entry(key.clone()).or_insert(0) += 1;
+        st.take(principal, 1, self.max, self.share)?;
+        let principal = st.key(principal);
         Ok(Slot {
             slots: self.clone(),
-            principal: key,
+            principal,
         })
     }
 }
 
+impl SlotState {
+    /// Count `n` more for `principal` if neither `max` in all nor `share` for it is passed.
+    fn take(&mut self, principal: &str, n: usize, max: usize, share: usize) -> Result<(), Refusal> {
+        if self.total.saturating_add(n) > max {
+            return Err(Refusal::Full);
+        }
+        let mine = self.by_principal.get(principal).copied().unwrap_or(0);
+        if mine.saturating_add(n) > share {
+            return Err(Refusal::ShareUsed);
+        }
+        self.total += n;
+        *self.entry(principal) += n;
+        Ok(())
+    }
+
+    fn entry(&mut self, principal: &str) -> &mut usize {
+        if !self.by_principal.contains_key(principal) {
+            self.by_principal.insert(Arc::from(principal), 0);
+        }
+        self.by_principal
+            .get_mut(principal)
+            .expect("inserted above")
+    }
+
+    /// The map's own key for `principal` (inserted at zero when new).
+    fn key(&mut self, principal: &str) -> Arc<str> {
+        self.entry(principal);
+        let (k, _) = self
+            .by_principal
+            .get_key_value(principal)
+            .expect("entry above");
+        k.clone()
+    }
+
+    fn give_back(&mut self, principal: &str, n: usize) {
+        self.total -= n;
+        if let Some(mine) = self.by_principal.get_mut(principal) {
+            *mine -= n;
+        }
+    }
+}
+
+/// Why a slot or body memory was refused (answer 503 `Retry-After`).
 #[derive(Debug, PartialEq, Eq)]
-pub enum SlotRefusal {
-    /// Every slot is in use.
+pub enum Refusal {
+    /// Every slot (every byte of the budget) is in use.
     Full,
     /// This principal holds its whole share.
     ShareUsed,
+}
+
+/// How many largest bodies (the body cap) the body budget holds at once: two, so one
+/// client's largest request never waits for another's, while 1,024 connections that each
+/// declare 64 MiB and stall hold 128 MiB between them, not 64 GiB.
+pub const BODY_BUDGET_BODIES: usize = 2;
+
+/// Memory for request bodies, across every connection: a body's bytes are granted
+/// before they are read — a declared length at once, a chunked body chunk by chunk, as
+/// the capacity of the buffer it grows into — and held until its request is answered and
+/// its handler has returned. Each principal may hold `max / principals` of it, never less
+/// than one largest body, so a principal (a read-only one included) that stalls many
+/// large bodies leaves the others theirs.
+pub struct BodyBudget {
+    max: usize,
+    share: usize,
+    state: Mutex<SlotState>,
+}
+
+/// Body bytes held for one request; given back on drop.
+pub struct BodyGrant {
+    budget: Arc<BodyBudget>,
+    principal: Arc<str>,
+    bytes: usize,
+}
+
+impl BodyBudget {
+    /// `max` bytes shared by `principals`, each allowed at least `largest` (one body at
+    /// the cap) and at most `max`.
+    pub fn new(max: usize, largest: usize, principals: usize) -> Arc<BodyBudget> {
+        Arc::new(BodyBudget {
+            max,
+            share: (max / principals.max(1)).max(largest).min(max),
+            state: Mutex::new(SlotState::default()),
+        })
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Bytes granted now, across every principal.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.state.lock().total
+    }
+
+    /// A grant of no bytes yet for `principal`'s next body.
+    pub fn grant(self: &Arc<Self>, principal: &str) -> BodyGrant {
+        let principal = self.state.lock().key(principal);
+        BodyGrant {
+            budget: self.clone(),
+            principal,
+            bytes: 0,
+        }
+    }
+}
+
+impl BodyGrant {
+    /// Hold `bytes` in all for this body (never fewer than now), or say why not; a refusal
+    /// changes nothing.
+    pub fn grow_to(&mut self, bytes: usize) -> Result<(), Refusal> {
+        let Some(more) = bytes.checked_sub(self.bytes).filter(|m| *m > 0) else {
+            return Ok(());
+        };
+        let b = &self.budget;
+        b.state.lock().take(&self.principal, more, b.max, b.share)?;
+        self.bytes = bytes;
+        Ok(())
+    }
+}
+
+impl Drop for BodyGrant {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.budget
+                .state
+                .lock()
+                .give_back(&self.principal, self.bytes);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -251,16 +360,45 @@ mod tests {
         let s = Slots::new(4, 2);
         let a1 = s.try_acquire("a").unwrap();
         let _a2 = s.try_acquire("a").unwrap();
-        assert_eq!(s.try_acquire("a").err(), Some(SlotRefusal::ShareUsed));
+        assert_eq!(s.try_acquire("a").err(), Some(Refusal::ShareUsed));
         let _b1 = s.try_acquire("b").unwrap();
         let _b2 = s.try_acquire("b").unwrap();
-        assert_eq!(s.try_acquire("c").err(), Some(SlotRefusal::Full));
+        assert_eq!(s.try_acquire("c").err(), Some(Refusal::Full));
         drop(a1);
         assert!(s.try_acquire("a").is_ok());
         let lone = Slots::new(3, 1);
         let held: Vec<_> = (0..3).map(|_| lone.try_acquire("x").unwrap()).collect();
-        assert_eq!(lone.try_acquire("x").err(), Some(SlotRefusal::Full));
+        assert_eq!(lone.try_acquire("x").err(), Some(Refusal::Full));
         drop(held);
         assert_eq!(Slots::new(2, 5).share(), 1);
+    }
+
+    #[test]
+    fn body_bytes_are_capped_in_all_and_per_principal() {
+        // 100 bytes for two principals: 50 each, never less than one 40-byte body.
+        let b = BodyBudget::new(100, 40, 2);
+        let mut a1 = b.grant("a");
+        a1.grow_to(30).unwrap();
+        a1.grow_to(10).unwrap();
+        let mut a2 = b.grant("a");
+        assert_eq!(a2.grow_to(21), Err(Refusal::ShareUsed));
+        a2.grow_to(20).unwrap();
+        let mut b1 = b.grant("b");
+        b1.grow_to(50).unwrap();
+        assert_eq!(b.held(), 100);
+        assert_eq!(b.grant("c").grow_to(1), Err(Refusal::Full));
+        drop(a1);
+        assert_eq!(b.held(), 70);
+        let mut a3 = b.grant("a");
+        a3.grow_to(30).unwrap();
+        drop((a2, a3, b1));
+        assert_eq!(b.held(), 0);
+        // A lone principal holds it all; many still get one largest body each.
+        assert!(b.grant("x").grow_to(50).is_ok());
+        let lone = BodyBudget::new(100, 40, 1);
+        assert!(lone.grant("x").grow_to(100).is_ok());
+        let many = BodyBudget::new(100, 40, 10);
+        assert!(many.grant("x").grow_to(40).is_ok());
+        assert_eq!(many.grant("x").grow_to(41), Err(Refusal::ShareUsed));
     }
 }

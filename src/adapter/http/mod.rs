@@ -10,8 +10,9 @@
 //! - `signals`: `adapter/signals.rs` (SIGTERM, SIGINT, SIGHUP as messages).
 //!
 //! Invariant: a request reaches `Server::handle` only after its head was bounded and rate
-//! limit, Host/Origin, authentication and media-type checks passed, its body was read
-//! within the cap and the deadline, and its principal got a dispatch slot — with a
+//! limit, Host/Origin, authentication and media-type checks passed, its body's memory was
+//! granted from the shared body budget and the body read within the cap and the
+//! deadline, and its principal got a dispatch slot — with a
 //! `CallContext` naming that principal and its tool policy.
 
 mod auth;
@@ -44,6 +45,8 @@ pub(crate) struct Shared {
     auth: auth::Authenticator,
     rate: limits::RateLimiter,
     slots: Arc<limits::Slots>,
+    /// Memory for request bodies across connections, with each principal's share.
+    bodies: Arc<limits::BodyBudget>,
     /// Admitted requests whose answer is not written yet (the drain waits for these; a
     /// dispatch slot is released earlier, before the answer is written).
     answering: Arc<limits::Concurrency>,
@@ -94,11 +97,12 @@ pub fn serve(
     listener::start(socket, shared.clone()).map_err(ServeError::Start)?;
     log::info!(
         "serving MCP over HTTP: {} principal(s) from the {}, {} concurrent requests ({} per \
-         principal), {} requests/min per address",
+         principal), {} MiB of request bodies at once, {} requests/min per address",
         shared.cfg.principals.len(),
         shared.cfg.credential_source,
         shared.cfg.max_concurrency,
         shared.slots.share(),
+        shared.bodies.max() >> 20,
         shared.cfg.requests_per_minute
     );
     eprintln!("winx-code-agent listening on http://{addr}/mcp");
@@ -122,6 +126,11 @@ fn shared(config: &Config, http: HttpConfig, usage: crate::usage::Sink) -> std::
         auth: auth::Authenticator::new(http.principals.clone(), http.allow_query_token),
         rate: limits::RateLimiter::new(http.requests_per_minute),
         slots: limits::Slots::new(n, http.principals.len()),
+        bodies: limits::BodyBudget::new(
+            limits::BODY_BUDGET_BODIES * http.max_body_bytes,
+            http.max_body_bytes,
+            http.principals.len(),
+        ),
         answering: limits::Concurrency::new(usize::MAX),
         sessions: legacy::Sessions::default(),
         connections: listener::Connections::default(),
