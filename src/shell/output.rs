@@ -197,6 +197,11 @@ fn skip_string(bytes: &[u8], body: usize) -> usize {
     if limit == bytes.len() { limit } else { body }
 }
 
+/// A cell nothing was written to (skipped by a cursor move, or erased): shown as a space
+/// inside a line and dropped at its end, so a line keeps exactly the blanks the program
+/// wrote (`\0` never reaches a line: `control` drops it).
+const BLANK: char = '\0';
+
 /// The current line as a terminal would hold it, plus the finished text.
 #[derive(Default)]
 struct Screen {
@@ -224,7 +229,7 @@ impl Screen {
         if self.cursor < self.line.len() {
             self.line[self.cursor] = ch;
         } else {
-            self.line.resize(self.cursor, ' ');
+            self.line.resize(self.cursor, BLANK);
             self.line.push(ch);
         }
         self.cursor += 1;
@@ -252,9 +257,9 @@ impl Screen {
                 0 => self.line.truncate(self.cursor),
                 1 => {
                     let end = (self.cursor + 1).min(self.line.len());
-                    self.line[..end].fill(' ');
+                    self.line[..end].fill(BLANK);
                 }
-                _ => self.line.iter_mut().for_each(|c| *c = ' '),
+                _ => self.line.iter_mut().for_each(|c| *c = BLANK),
             },
             b'G' => self.cursor = first.unwrap_or(1).saturating_sub(1).min(MAX_CURSOR_COLUMN),
             b'C' => {
@@ -266,9 +271,13 @@ impl Screen {
         }
     }
 
+    /// The line as shown: blank cells at its end dropped, inside it spaces; every character
+    /// the program wrote kept, trailing spaces and tabs included.
     fn flush_line(&mut self) {
-        let end = self.line.iter().rposition(|c| !matches!(c, ' ' | '\t'));
-        self.out.extend(&self.line[..end.map_or(0, |e| e + 1)]);
+        let end = self.line.iter().rposition(|c| *c != BLANK);
+        let shown = self.line[..end.map_or(0, |e| e + 1)].iter();
+        self.out
+            .extend(shown.map(|&c| if c == BLANK { ' ' } else { c }));
         self.line.clear();
         self.cursor = 0;
     }
@@ -378,9 +387,16 @@ mod tests {
         ("a\u{9b}31mb\u{9d}0;t\u{9c}c", "abc"),
         ("lone esc\x1b", "lone esc"),
         ("esc\x1b\nnl \x1b[1\u{e9}", "esc\nnl \u{e9}"),
-        // Other controls go; newline, tab and lossy UTF-8 stay; trailing blanks are trimmed.
+        // Other controls go; newline, tab and lossy UTF-8 stay; the blanks a program wrote
+        // stay too, at a line's end included (issue 37 item 7); erased cells do not.
         ("a\x00b\x07c\x7fd\te\x0bf\x0c\n", "abcd\tef\n"),
-        ("trailing \t \nnext  ", "trailing\nnext"),
+        ("trailing \t \nnext  ", "trailing \t \nnext  "),
+        (
+            "L0000000 \u{e9}\u{20ac}\u{1f600} \n",
+            "L0000000 \u{e9}\u{20ac}\u{1f600} \n",
+        ),
+        ("abc  \r\x1b[Kx", "x"),
+        ("ab\x1b[5Gc", "ab  c"),
         // Carriage return and erase-in-line, as a terminal shows them.
         ("10%\r20%\r30%", "30%"),
         ("line one\r\nline two\r\n", "line one\nline two\n"),

@@ -1,0 +1,45 @@
+//! What the history keeps of a command's output is the program's output after terminal
+//! rendering (escape sequences, CR, erasing), and nothing else removed (seed 000; issue
+//! 37 item 7): blanks a program writes at a line's end survive, and a mixed-UTF-8 output
+//! paged back through `Execution read` reassembles byte for byte.
+
+mod support;
+
+use serde_json::json;
+use support::history::{id_of, read_all, spawn_with, until_recorded};
+use support::{sc, text};
+
+/// Lines of a 1-, 2-, 3- and 4-byte character each, and a trailing space.
+fn line(i: usize) -> String {
+    format!("L{i:07} \u{e9}\u{20ac}\u{1f600}\u{e9}\u{20ac}\u{1f600} \n")
+}
+
+#[test]
+fn trailing_blanks_survive_and_paged_utf8_reassembles_byte_exact() {
+    for rt in ["daemon", "embedded"] {
+        let mut a = spawn_with(rt, &[]);
+        let s = a.first_call();
+        let n = 13_000; // ~390 KB: several 64 KiB pages, pages cut inside characters
+        let cmd = format!(
+            "for i in $(seq 0 {}); do printf 'L%07d \u{e9}\u{20ac}\u{1f600}\u{e9}\u{20ac}\u{1f600} \\n' $i; done; printf 'tab\\t \\n'",
+            n - 1
+        );
+        let r = a.bash(&s, json!({"command": cmd}));
+        assert_eq!(sc(&r)["data"]["exit_code"], 0, "{rt}: {r}");
+        // The inline answer keeps the trailing blanks of its last lines too.
+        assert!(
+            text(&r).contains(&format!("{}tab\t \n", line(n - 1))),
+            "{rt}: {}",
+            &text(&r)[text(&r).len().saturating_sub(300)..]
+        );
+        let id = id_of(&r);
+        until_recorded(&mut a, &s, &id);
+        let got = read_all(&mut a, &s, &id);
+        let want: String = (0..n).map(line).collect::<String>() + "tab\t \n";
+        assert_eq!(got.len(), want.len(), "{rt}: retained length");
+        assert!(
+            got == want,
+            "{rt}: the paged output differs from what was printed"
+        );
+    }
+}
