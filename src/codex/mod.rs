@@ -7,6 +7,7 @@
 //! skipped (counted), never guessed at.
 
 pub mod app_server;
+pub mod daemon;
 pub mod procfs;
 pub mod rollout;
 pub mod turns;

@@ -9,7 +9,7 @@
 
 use super::reaper;
 use super::session::Session;
-use crate::codex::procfs::{self, Holder};
+use crate::codex::procfs::Holder;
 use crate::codex::turns::{Phase, Tracker};
 use crate::shell::{pty, submit};
 use crate::wire::codex::{AdmitOutcome, CodexAdmit, CodexAdmitReply, CodexTarget, PasteMode};
@@ -137,7 +137,7 @@ impl CodexTargets {
                 .collect();
             // Deepest first is not knowable from pids; the lowest pid is the oldest.
             pids.sort_unstable();
-            let Some(holder) = procfs::holder_among(&pids) else {
+            let Some(holder) = crate::codex::daemon::holder(&pids) else {
                 self.views.remove(&c.id);
                 continue;
             };

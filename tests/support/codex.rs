@@ -1,7 +1,9 @@
 //! A winx session (daemon runtime) running the fake Codex (`tests/fake/fake-codex`, a
 //! real-shaped rollout under a private CODEX_HOME), driven through the operator CLI's
-//! `agent` verbs; shared by the CLI and MCP request tests.
+//! `agent` verbs; shared by the CLI and MCP request tests. `Tui` runs the real Codex CLI
+//! the same way (the version `make hosts` pins), offline against a scripted model.
 
+use super::fake_responses::{FakeResponses, Reply, Request};
 use super::history::spawn_with;
 use super::wait::{Deadline, eventually};
 use super::{Agent, manifest_dir, sc};
@@ -103,28 +105,32 @@ impl Codex {
 
     /// An attached `request watch --after N`.
     pub fn watch(&self, after: i64) -> Watch {
-        let mut child = self
-            .a
-            .op_command(&["agent", "request", "watch", "--after", &after.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        Watch { child, rx }
+        watch_of(&self.a, after)
     }
 
     pub fn type_line(&mut self, text: &str) {
         let s = self.s.clone();
         self.a.bash(&s, json!({"send_text": text, "submit": true}));
     }
+}
+
+/// An attached `agent request watch --after N` of `a`'s state.
+fn watch_of(a: &Agent, after: i64) -> Watch {
+    let mut child = a
+        .op_command(&["agent", "request", "watch", "--after", &after.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    Watch { child, rx }
 }
 
 pub struct Watch {
@@ -146,5 +152,192 @@ impl Drop for Watch {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The Codex release `make hosts` pins; the real-Codex tests name it.
+pub const CODEX_VERSION: &str = "0.169.0";
+
+/// The installed hosts: `WINX_TEST_HOSTS` (set by `make test`), else `target/hosts`.
+pub fn hosts_dir() -> PathBuf {
+    std::env::var_os("WINX_TEST_HOSTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("target/hosts"))
+}
+
+/// The real Codex CLI; panics saying how to install it.
+pub fn real_codex() -> PathBuf {
+    let bin = hosts_dir().join("node_modules/.bin/codex");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `make hosts` (installs @openai/codex {CODEX_VERSION})",
+        bin.display()
+    );
+    bin
+}
+
+/// The text of the last user message of a model turn (the context Codex adds in `<…>`
+/// blocks left out).
+pub fn last_user_text(req: &Request) -> String {
+    req.input()
+        .iter()
+        .filter(|i| i["type"] == "message" && i["role"] == "user")
+        .flat_map(|i| i["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["text"].as_str().map(str::to_string))
+        .rfind(|t| !t.trim_start().starts_with('<'))
+        .unwrap_or_default()
+}
+
+/// How long the real TUI may take to show its composer (a cold start on a loaded 2-core
+/// machine takes a few seconds; only a hang comes near this).
+const TUI_START: Duration = Duration::from_secs(60);
+
+/// A winx session (daemon runtime) running the real Codex TUI in its PTY, with Codex's
+/// default settings except the model provider: a scripted Responses API on loopback
+/// (no retries, so a model failure ends the turn at once), and the workspace trusted.
+pub struct Tui {
+    pub a: Agent,
+    pub s: Value,
+    pub model: FakeResponses,
+    pub codex_home: PathBuf,
+    /// The TUI's execution.
+    pub id: String,
+}
+
+impl Tui {
+    pub fn start(script: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Tui {
+        real_codex();
+        let mut a = spawn_with("daemon", &[]);
+        let s = a.first_call();
+        let model = FakeResponses::start(a.dir.path(), script);
+        let codex_home = a.dir.path().join("codex-home");
+        std::fs::create_dir_all(&codex_home).unwrap();
+        let ws = a.workspace.canonicalize().unwrap();
+        let config = format!(
+            "model = \"gpt-5.1-codex\"\nmodel_provider = \"fake\"\n\n\
+             [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}\"\n\
+             wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n\
+             [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            model.base_url(),
+            ws.display()
+        );
+        std::fs::write(codex_home.join("config.toml"), config).unwrap();
+        let mut t = Tui {
+            a,
+            s,
+            model,
+            codex_home,
+            id: String::new(),
+        };
+        t.launch("");
+        t
+    }
+
+    /// Start `codex <args>` in the session's foreground (this `CODEX_HOME`), wait for its
+    /// composer, and make it the TUI `id` names.
+    pub fn launch(&mut self, args: &str) {
+        let cmd = format!(
+            "CODEX_HOME={} {} {args}",
+            self.codex_home.display(),
+            real_codex().display()
+        );
+        let s = self.s.clone();
+        let r = self.a.bash_with(
+            &s,
+            json!({"command": cmd}),
+            json!({"wait_for_seconds": 0.2}),
+        );
+        assert_eq!(sc(&r)["status"], "running", "{r}");
+        self.id = sc(&r)["data"]["state"]["execution_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.until_screen("the composer is drawn", |screen| {
+            screen.lines().any(|l| l.starts_with('›'))
+        });
+    }
+
+    /// End the TUI (Ctrl-C, repeated while it asks to confirm) and wait for its exit.
+    pub fn quit(&mut self) {
+        let s = self.s.clone();
+        let d = Deadline::after("codex quits", TUI_START);
+        eventually(
+            d,
+            "the TUI exited",
+            || {
+                self.a.bash(&s, json!({"send_specials": ["Ctrl-c"]}));
+                let r = self.a.bash(&s, json!({"status_check": true}));
+                sc(&r)["data"]["state"]["process_status"].clone()
+            },
+            |st| st == "exited",
+        );
+    }
+
+    /// The terminal screen as the session renders it.
+    pub fn screen(&mut self) -> String {
+        let s = self.s.clone();
+        let r = self.a.bash(&s, json!({"screen": true}));
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Poll the screen until `ok` holds (panics with the screen after `TUI_START`).
+    pub fn until_screen(&mut self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let d = Deadline::after("codex screen", TUI_START);
+        eventually(d, what, || self.screen(), |t| ok(t))
+    }
+
+    /// An `Agent` call in this session.
+    pub fn agent_tool(&mut self, action: Value) -> Value {
+        let s = self.s.clone();
+        self.a.call(
+            "Agent",
+            json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"],
+                   "action": action}),
+        )
+    }
+
+    /// Bytes to the TUI as one write each (one key at a time is typing, not a paste).
+    pub fn keys(&mut self, bytes: &[u8]) {
+        let s = self.s.clone();
+        for b in bytes {
+            self.a.bash(&s, json!({"send_ascii": [b]}));
+        }
+    }
+
+    /// `agent catalog` once it shows `n` agents in `state`.
+    pub fn catalog_with(&self, n: usize, state: &str) -> Vec<Value> {
+        let d = Deadline::after("codex in catalog", TUI_START);
+        eventually(
+            d,
+            &format!("{n} agents {state}"),
+            || {
+                let v = self.a.op_json(&["agent", "catalog"]);
+                v.as_array().cloned().unwrap_or_default()
+            },
+            |v| v.len() == n && v.iter().all(|x| x["state"] == state),
+        )
+    }
+
+    /// Run `agent args…`: the JSON it printed and its exit code.
+    pub fn agent(&self, args: &[&str]) -> (Value, i32) {
+        let mut full = vec!["agent"];
+        full.extend_from_slice(args);
+        let out = self.a.op(&full);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {text:?} / {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (v, out.status.code().unwrap_or(-1))
+    }
+
+    /// An attached `request watch --after N`.
+    pub fn watch(&self, after: i64) -> Watch {
+        watch_of(&self.a, after)
     }
 }
