@@ -176,3 +176,64 @@ fn a_chunked_body_past_the_budget_is_refused_mid_stream() {
     assert_eq!(r.status, 503, "after {sent} chunks: {}", r.text());
     assert!(sent < 16, "{sent} MiB were sent before the refusal");
 }
+
+/// The server's peak resident set so far, in KiB.
+fn peak_kib(s: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Issue 36 item 6: a 16 MiB array of zeros would parse into 8 million `Value`s (about
+/// 16 times its size). It is refused with a JSON-RPC error naming the cost before any
+/// tree is built, so the server's peak memory grows by about the body, and the same
+/// bytes as one string are served.
+#[test]
+fn a_body_that_would_parse_into_a_huge_tree_is_refused_at_about_its_size() {
+    let s = Server::start(&["--requests-per-minute", "1000000"]);
+    let hdrs = modern_headers("ping", None);
+    let ping = |params: &str| -> Resp {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"_meta":{},"x":{params}}}}}"#,
+            meta()
+        );
+        let mut all = vec![
+            h("Authorization", &format!("Bearer {TOKEN}")),
+            h("Content-Type", "application/json"),
+        ];
+        all.extend(hdrs.iter().cloned());
+        s.conn().request("POST", "/mcp", &all, body.as_bytes())
+    };
+    assert_eq!(ping("0").status, 200);
+    let peak0 = peak_kib(&s);
+    let zeros = format!("[0{}]", ",0".repeat(8 * MIB - 1));
+    let r = ping(&zeros);
+    let peak1 = peak_kib(&s);
+    eprintln!(
+        "16 MiB array of zeros: {} {}; VmHWM {peak0} KiB -> {peak1} KiB",
+        r.status,
+        r.text().chars().take(200).collect::<String>()
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MiB in memory"),
+        "{v}"
+    );
+    let grown_mib = peak1.saturating_sub(peak0) / 1024;
+    assert!(
+        grown_mib < 16 + 16,
+        "peak memory grew by {grown_mib} MiB for a 16 MiB body"
+    );
+    // The same size as one string costs about its size and is answered.
+    let text = format!("\"{}\"", "0".repeat(16 * MIB));
+    assert_eq!(ping(&text).status, 200);
+}

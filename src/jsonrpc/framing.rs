@@ -1,7 +1,8 @@
 //! Framing as a pure function: one message's bytes in, one classified message out.
 
+use super::cost::{MAX_DEPTH, TREE_FLOOR, TooCostly};
 use super::message::{ErrorCode, Id, Notification, Request, Response, RpcError};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// What one incoming message turned out to be.
 #[derive(Debug)]
@@ -21,8 +22,12 @@ fn invalid(id: Option<Id>, message: impl Into<String>) -> Incoming {
     ))
 }
 
-/// Classify one message. Never panics, whatever the bytes.
+/// Classify one message. Never panics, whatever the bytes. A message whose parsed tree
+/// would cost much more than its size (`cost::check`) is refused before it is built.
 pub fn parse_message(bytes: &[u8]) -> Incoming {
+    if let Err(why) = super::cost::check(bytes) {
+        return Incoming::Invalid(Response::err(None, too_costly(why)));
+    }
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => {
@@ -33,6 +38,33 @@ pub fn parse_message(bytes: &[u8]) -> Incoming {
         }
     };
     classify(value)
+}
+
+/// The error for a message refused by `cost::check`: what it would cost and the limit.
+fn too_costly(why: TooCostly) -> RpcError {
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    match why {
+        TooCostly::TooDeep => RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "the message nests arrays and objects deeper than {MAX_DEPTH} levels; send \
+                 flatter parameters"
+            ),
+        )
+        .with_data(json!({"maxDepth": MAX_DEPTH})),
+        TooCostly::TooLarge { allowed } => RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "the message would take more than {} MiB in memory once parsed, the limit for \
+                 its size (twice its size plus {} MiB): it holds too many small values; send \
+                 fewer, larger values (one string instead of an array of numbers) or split \
+                 the request",
+                mib(allowed),
+                TREE_FLOOR >> 20
+            ),
+        )
+        .with_data(json!({"allowedBytes": allowed})),
+    }
 }
 
 /// Classify an already-parsed JSON value.
@@ -130,6 +162,29 @@ mod tests {
         assert_eq!(error_code(parse_message(b"{not json")), (None, -32700));
         assert_eq!(error_code(parse_message(b"\xff\xfe")), (None, -32700));
         assert_eq!(error_code(parse_message(b"")), (None, -32700));
+    }
+
+    #[test]
+    fn a_message_costing_far_more_than_its_size_is_refused_before_parsing() {
+        let zeros = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":[0{}]}}}}"#,
+            ",0".repeat(3 << 20)
+        );
+        let Incoming::Invalid(r) = parse_message(zeros.as_bytes()) else {
+            panic!("parsed");
+        };
+        let e = r.outcome.unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.message.contains("MiB in memory"), "{}", e.message);
+        assert_eq!(
+            e.data.unwrap()["allowedBytes"],
+            super::super::cost::allowance(zeros.len())
+        );
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let Incoming::Invalid(r) = parse_message(deep.as_bytes()) else {
+            panic!("parsed");
+        };
+        assert!(r.outcome.unwrap_err().message.contains("deeper than 128"));
     }
 
     #[test]

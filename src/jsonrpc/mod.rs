@@ -1,9 +1,10 @@
-//! JSON-RPC 2.0, written by hand: message types, pure framing over bytes, a bounded
-//! line reader.
+//! JSON-RPC 2.0, written by hand: message types, pure framing over bytes (with a bound on
+//! what a message may cost once parsed), a bounded line reader.
 //!
 //! Invariant: only this module and `adapter/` know the JSON-RPC envelope; MCP handlers
 //! receive a parsed `Request` and return a `Response` value.
 
+pub mod cost;
 pub mod framing;
 pub mod line_reader;
 pub mod message;
