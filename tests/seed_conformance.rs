@@ -336,3 +336,90 @@ fn http_wait_defaults_follow_the_client_profile() {
         );
     }
 }
+
+/// Issue 37 item 5: the history tools' refusals each carry a complete next action (they
+/// answered `nextAction: null`), and following it works.
+#[test]
+fn history_refusals_carry_a_next_action_that_works() {
+    let mut a = spawn_with("embedded", &[]);
+    let s = a.first_call();
+    let id = id_of(&a.bash(&s, json!({"command": "printf 'one\\ntwo\\n'"})));
+    let other = id_of(&a.bash(&s, json!({"command": "echo other"})));
+    until_recorded(&mut a, &s, &id);
+    until_recorded(&mut a, &s, &other);
+    let r = exec(
+        &mut a,
+        &s,
+        json!({"type": "read", "execution_id": id, "page_bytes": 4}),
+    );
+    let cursor = sc(&r)["data"]["page"]["next_cursor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cut = &cursor[..cursor.len() - 3];
+    let mut forged = cursor.clone().into_bytes();
+    let last = forged.len() - 1;
+    forged[last] = if forged[last] == b'a' { b'b' } else { b'a' };
+    let forged = String::from_utf8(forged).unwrap();
+    let huge: Vec<Value> = (0..2)
+        .map(|i| json!({"execution_id": if i == 0 { &id } else { &other }, "page_bytes": 40000}))
+        .collect();
+    for (action, code) in [
+        (json!({"type": "explode"}), "invalid_tool_input"),
+        (
+            json!({"type": "get", "execution_id": ""}),
+            "invalid_tool_input",
+        ),
+        (
+            json!({"type": "read", "execution_id": id, "page_bytes": 0}),
+            "invalid_tool_input",
+        ),
+        (
+            json!({"type": "read", "execution_id": id, "page_bytes": 65537}),
+            "invalid_tool_input",
+        ),
+        (
+            json!({"type": "observe", "items": huge}),
+            "invalid_tool_input",
+        ),
+        (
+            json!({"type": "read", "execution_id": id, "cursor": forged}),
+            "invalid_cursor",
+        ),
+        (
+            json!({"type": "read", "execution_id": id, "cursor": cut}),
+            "invalid_cursor",
+        ),
+        (
+            json!({"type": "read", "execution_id": other, "cursor": cursor}),
+            "invalid_cursor",
+        ),
+        (
+            json!({"type": "get", "execution_id": "ffff-9"}),
+            "execution_not_found",
+        ),
+    ] {
+        let r = exec(&mut a, &s, action.clone());
+        assert_eq!(sc(&r)["errorCode"], code, "{action}: {r}");
+        let next = &sc(&r)["nextAction"];
+        assert_eq!(next["tool"], "Execution", "{action}: {r}");
+        let args = next["arguments"].clone();
+        assert_eq!(args["thread_id"], s["data"]["thread_id"], "{action}: {r}");
+        assert!(
+            support::text(&r).contains("Next: Execution"),
+            "{action}: {r}"
+        );
+        // The next action is a call that is accepted as given.
+        let r = a.call("Execution", args.clone());
+        assert_eq!(sc(&r)["errorCode"], Value::Null, "{action} -> {args}: {r}");
+    }
+    // Through Agent, the next action names Agent.
+    let r = agent(
+        &mut a,
+        &s,
+        json!({"type": "read", "target": id, "page_bytes": 0}),
+    );
+    assert_eq!(sc(&r)["nextAction"]["tool"], "Agent", "{r}");
+    let r = a.call("Agent", sc(&r)["nextAction"]["arguments"].clone());
+    assert_eq!(sc(&r)["errorCode"], Value::Null, "{r}");
+}

@@ -11,6 +11,12 @@ pub enum ToolError {
     InvalidInput {
         detail: String,
     },
+    /// Arguments of a history action (`Execution`, `Agent`) that do not match, with the
+    /// action to send instead (the valid range filled in, `list` to find ids, …).
+    InvalidAction {
+        detail: String,
+        fix: Box<Fix>,
+    },
     /// No tool by that name exists.
     UnknownTool {
         name: String,
@@ -105,10 +111,14 @@ pub enum ToolError {
     /// No execution by that id in the caller's scope (another scope's ids look the same).
     ExecutionNotFound {
         execution_id: String,
+        /// `list`, to find the ids this scope has.
+        fix: Option<Box<Fix>>,
     },
-    /// A cursor that is forged, truncated, from another scope, execution or source.
+    /// A cursor that is forged, truncated, from another scope, execution or source; `fix`
+    /// is the same request without it.
     InvalidCursor {
         detail: String,
+        fix: Option<Box<Fix>>,
     },
     /// The history catalog could not be read or brought up to date within the budget.
     HistoryUnavailable {
@@ -173,7 +183,7 @@ impl ToolError {
             retry_same_call,
         };
         match self {
-            ToolError::InvalidInput { .. } => m(
+            ToolError::InvalidInput { .. } | ToolError::InvalidAction { .. } => m(
                 Status::InvalidInput,
                 ErrorCode::InvalidToolInput,
                 true,
@@ -303,7 +313,9 @@ impl ToolError {
 
     pub fn message(&self) -> String {
         match self {
-            ToolError::InvalidInput { detail } => format!("invalid arguments: {detail}"),
+            ToolError::InvalidInput { detail } | ToolError::InvalidAction { detail, .. } => {
+                format!("invalid arguments: {detail}")
+            }
             ToolError::UnknownTool { name, available } => format!(
                 "unknown tool {name:?}; available tools: {}",
                 available.join(", ")
@@ -386,12 +398,12 @@ impl ToolError {
             ToolError::TaskOutcomeUnknown { detail, .. } => {
                 format!("the task's outcome is unknown: {detail}")
             }
-            ToolError::ExecutionNotFound { execution_id } => format!(
+            ToolError::ExecutionNotFound { execution_id, .. } => format!(
                 "no execution {execution_id:?} in this session's history (ids from another \
                  session or expired records are not found either); list recent ones with \
                  action {{\"type\": \"list\"}}"
             ),
-            ToolError::InvalidCursor { detail } => format!(
+            ToolError::InvalidCursor { detail, .. } => format!(
                 "invalid cursor: {detail}; cursors are opaque and valid only for the execution \
                  and source they came from: start again without a cursor"
             ),
@@ -422,82 +434,26 @@ impl ToolError {
         }
     }
 
-    fn next_action(&self) -> Option<NextAction> {
-        let first_call = |ws: Option<&str>, instruction: &str| {
-            let mut args = json!({"type": "first_call"});
-            if let Some(ws) = ws {
-                args["workspace_root"] = Value::String(ws.to_string());
-            }
-            Some(NextAction {
-                tool: "Initialize".into(),
-                instruction: instruction.into(),
-                arguments: args,
-            })
-        };
-        match self {
-            ToolError::NeedsInitialize { workspace_root, .. } => first_call(
-                workspace_root.as_deref(),
-                "Call Initialize first, then pass the returned thread_id and workspace_root on every call.",
-            ),
-            ToolError::BindingConflict {
-                thread_id,
-                bound_workspace,
-                ..
-            } => Some(NextAction {
-                tool: "Initialize".into(),
-                instruction: "Use the pair Initialize returned; this status call confirms it."
-                    .into(),
-                arguments: json!({"type": "status", "thread_id": thread_id, "workspace_root": bound_workspace}),
-            }),
-            ToolError::WorkspaceChangeRequiresNewSession {
-                requested_workspace,
-                ..
-            } => first_call(
-                Some(requested_workspace),
-                "Start a separate session for the other project and use its returned pair.",
-            ),
-            ToolError::CommandAlreadyRunning { pair, .. } => Some(NextAction {
-                tool: "BashCommand".into(),
-                instruction: "Check the running command before starting another.".into(),
-                arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
-                                  "action_json": {"status_check": true}}),
-            }),
-            ToolError::ShellUnavailable { pair, .. } | ToolError::Runtime { pair, .. } => {
-                Some(NextAction {
-                    tool: "Initialize".into(),
-                    instruction: "Reset the shell, then retry.".into(),
-                    arguments: json!({"type": "reset_shell", "thread_id": pair.thread_id,
-                                  "workspace_root": pair.workspace_root}),
-                })
-            }
-            ToolError::TaskOutcomeUnknown {
-                pair: Some(pair), ..
-            } => Some(NextAction {
-                tool: "BashCommand".into(),
-                instruction: "Check the command's state and output in the session itself.".into(),
-                arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root,
-                                  "action_json": {"status_check": true}}),
-            }),
-            ToolError::MapCursor { retry, .. } => Some(NextAction {
-                tool: "CodeMap".into(),
-                instruction: "Map again from the first page.".into(),
-                arguments: retry.clone(),
-            }),
-            ToolError::WaitPolicyIncompatible { corrected } => Some(NextAction {
-                tool: "BashCommand".into(),
-                instruction: "Retry with wait_policy return_early.".into(),
-                arguments: corrected.clone(),
-            }),
-            ToolError::Temporary(r) => r.next.clone(),
-            _ => None,
-        }
-    }
-
     /// The finished tool result for this error, reported as a result of `tool` (a
     /// `ToolName`, or `CalledTool::Unknown` for a name no tool has).
     pub fn into_output(self, tool: impl Into<CalledTool>) -> ToolOutput {
+        let tool: CalledTool = tool.into();
         let m = self.mapping();
         let message = self.message();
+        let next_action = self.next_action().or_else(|| {
+            self.fix().map(|f| {
+                let mut arguments = json!({"action": f.action});
+                if let Some(p) = &f.pair {
+                    arguments["thread_id"] = json!(p.thread_id);
+                    arguments["workspace_root"] = json!(p.workspace_root);
+                }
+                NextAction {
+                    tool: tool.as_str().to_string(),
+                    instruction: f.instruction.clone(),
+                    arguments,
+                }
+            })
+        });
         let data = match &self {
             ToolError::UnknownTool { available, .. } => json!({"available_tools": available}),
             ToolError::ArgumentNeedsTool { argument, needs } => {
@@ -523,12 +479,12 @@ impl ToolError {
         };
         let envelope = Envelope {
             status: m.status,
-            tool: tool.into(),
+            tool,
             message: message.clone(),
             error_code: Some(m.code),
             retryable: m.retryable,
             retry_same_call: m.retry_same_call,
-            next_action: self.next_action(),
+            next_action,
             required_reads: Vec::new(),
             data,
         };
@@ -555,8 +511,12 @@ pub fn mark(env: &mut Envelope, status: Status, code: ErrorCode) {
     env.error_code = Some(code);
 }
 
+#[path = "error_next.rs"]
+mod next;
 #[path = "error_session.rs"]
 mod session;
+
+pub use next::Fix;
 
 #[cfg(test)]
 #[path = "error_tests.rs"]

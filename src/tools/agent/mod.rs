@@ -53,6 +53,10 @@ pub(crate) fn fail(
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    answer(ctx, map).map_err(|e| e.with_call(map))
+}
+
+fn answer(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let herdr = match map.get("backend") {
         None => false,
         Some(v) if v == "native" => false,

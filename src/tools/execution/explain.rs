@@ -2,7 +2,7 @@
 //! source, matching rule and priority, fallback or unknown reason — from the recorded
 //! screen (the whole of it, whatever display limits say) and the process facts.
 
-use super::{Ctx, bad, done, execution_id, fresh, only, unavailable, view};
+use super::{Ctx, done, execution_id, fresh, only, refuse, unavailable, view, with};
 use crate::deadline::unix_ms;
 use crate::shell::turn::{self, Choice, RecognitionInput};
 use crate::store::history as table;
@@ -19,13 +19,20 @@ pub struct ExplainReq {
 pub fn parse(action: &Map<String, Value>) -> Result<ExplainReq, ToolError> {
     only(action, &["execution_id", "recognizer"])?;
     let id = execution_id(action.get("execution_id"), "execution_id")?;
+    let auto = |detail: String| {
+        refuse(
+            detail,
+            "recognizer is auto (the default), generic, claude_code, codex or configurable.",
+            with(action, "recognizer", Value::String("auto".into())),
+        )
+    };
     let name = match action.get("recognizer") {
         None => "auto",
         Some(v) => v
             .as_str()
-            .ok_or_else(|| bad("recognizer must be a string"))?,
+            .ok_or_else(|| auto("recognizer must be a string".into()))?,
     };
-    let choice = Choice::parse(name).map_err(bad)?;
+    let choice = Choice::parse(name).map_err(|e| auto(e.to_string()))?;
     Ok(ExplainReq {
         id,
         choice,
@@ -54,7 +61,14 @@ pub fn run(x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
         running,
     };
     let rules = x.open.limits.turn_rules.as_deref();
-    let detection = turn::recognize(&req.choice, &input, rules).map_err(bad)?;
+    // A configurable choice without operator rules: the same explain with `auto` works.
+    let detection = turn::recognize(&req.choice, &input, rules).map_err(|e| {
+        refuse(
+            e,
+            "recognizer auto needs no operator rule file.",
+            json!({"type": "explain", "execution_id": req.id, "recognizer": "auto"}),
+        )
+    })?;
     let text = format!(
         "{}: {} by {} ({}{})\n",
         r.execution_id,

@@ -12,7 +12,7 @@ pub use wait::WaitProfile;
 
 use super::ToolContext;
 use super::envelope::{Envelope, ToolOutput};
-use super::error::ToolError;
+use super::error::{Fix, ToolError};
 use super::name::ToolName;
 use crate::deadline::Deadline;
 use crate::history::{Open, cursor};
@@ -40,10 +40,38 @@ pub(crate) struct Ctx {
     pub tag: String,
 }
 
-pub(crate) fn bad(detail: impl Into<String>) -> ToolError {
-    ToolError::InvalidInput {
+/// A refused action with the action to send instead (`instruction` says why it works).
+pub(crate) fn refuse(detail: impl Into<String>, instruction: &str, action: Value) -> ToolError {
+    ToolError::InvalidAction {
         detail: detail.into(),
+        fix: Fix::boxed(instruction, action),
     }
+}
+
+/// `list`: how a caller finds the execution ids of its own scope.
+pub(crate) fn list_fix() -> Box<Fix> {
+    Fix::boxed(
+        "List this session's executions to find their ids.",
+        json!({"type": "list"}),
+    )
+}
+
+/// A refusal whose way forward is `list` (an id that is missing or malformed).
+pub(crate) fn refuse_to_list(detail: impl Into<String>) -> ToolError {
+    ToolError::InvalidAction {
+        detail: detail.into(),
+        fix: list_fix(),
+    }
+}
+
+/// `a` with `field` replaced by `v` (`Null`: removed): a corrected action or item.
+pub(crate) fn with(a: &Map<String, Value>, field: &str, v: Value) -> Value {
+    let mut a = a.clone();
+    match v {
+        Value::Null => a.remove(field),
+        v => a.insert(field.to_string(), v),
+    };
+    Value::Object(a)
 }
 
 pub(crate) fn unavailable(e: impl std::fmt::Display) -> ToolError {
@@ -53,6 +81,10 @@ pub(crate) fn unavailable(e: impl std::fmt::Display) -> ToolError {
 }
 
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    answer(ctx, map).map_err(|e| e.with_call(map))
+}
+
+fn answer(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let (action, kind) = action_of(map, ACTIONS)?;
     // Shapes and budgets are checked before the session or the history is touched.
     let parsed = parse(kind, action, ctx.wait_profile)?;
@@ -151,7 +183,7 @@ pub(crate) fn parse(
     Ok(match kind {
         "list" => {
             only(action, &["limit"])?;
-            let limit = int_in(action.get("limit"), "limit", 1..=MAX_LIMIT, DEFAULT_LIMIT)?;
+            let limit = int_in(action, "limit", 1..=MAX_LIMIT, DEFAULT_LIMIT)?;
             Parsed::List(limit)
         }
         "get" => {
@@ -173,34 +205,52 @@ pub(crate) fn action_of<'a>(
     map: &'a Map<String, Value>,
     actions: &[&'static str],
 ) -> Result<(&'a Map<String, Value>, &'a str), ToolError> {
+    let types = format!(
+        "action.type is one of {}; list shows this session's executions.",
+        actions.join(", ")
+    );
+    let refused = |detail: String| refuse(detail, &types, json!({"type": "list"}));
     let action = match map.get("action") {
         Some(Value::Object(a)) => a,
-        Some(_) => return Err(bad("action must be an object with a \"type\"")),
-        None => return Err(bad("action is required, e.g. {\"type\": \"list\"}")),
+        Some(_) => return Err(refused("action must be an object with a \"type\"".into())),
+        None => {
+            return Err(refused(
+                "action is required, e.g. {\"type\": \"list\"}".into(),
+            ));
+        }
     };
     match action.get("type").and_then(Value::as_str) {
         Some(k) if actions.contains(&k) => Ok((action, k)),
         Some(k) => {
             let shown: String = k.chars().take(64).collect();
-            Err(bad(format!(
+            Err(refused(format!(
                 "unknown action type {shown:?}; expected one of {}",
                 actions.join(", ")
             )))
         }
-        None => Err(bad("action.type is required (a string)")),
+        None => Err(refused("action.type is required (a string)".into())),
     }
 }
 
-/// Only the listed keys may appear in `action`.
+/// Only the listed keys may appear in `action`; the fix is the action without the others.
 pub(crate) fn only(action: &Map<String, Value>, allowed: &[&str]) -> Result<(), ToolError> {
-    match action
-        .keys()
-        .find(|k| k.as_str() != "type" && !allowed.contains(&k.as_str()))
-    {
-        Some(k) => Err(bad(format!(
-            "unexpected field action.{k}; this action takes {}",
-            allowed.join(", ")
-        ))),
+    let known = |k: &str| k == "type" || allowed.contains(&k);
+    match action.keys().find(|k| !known(k)) {
+        Some(k) => {
+            let kept: Map<String, Value> = action
+                .iter()
+                .filter(|(k, _)| known(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Err(refuse(
+                format!(
+                    "unexpected field action.{k}; this action takes {}",
+                    allowed.join(", ")
+                ),
+                "Send the action without the fields it does not take.",
+                Value::Object(kept),
+            ))
+        }
         None => Ok(()),
     }
 }
@@ -209,7 +259,7 @@ pub(crate) fn only(action: &Map<String, Value>, allowed: &[&str]) -> Result<(), 
 pub(crate) fn execution_id(v: Option<&Value>, field: &str) -> Result<String, ToolError> {
     let s = v
         .and_then(Value::as_str)
-        .ok_or_else(|| bad(format!("{field} is required (a string)")))?;
+        .ok_or_else(|| refuse_to_list(format!("{field} is required (a string)")))?;
     let well_formed = s.len() <= 40
         && s.split_once('-').is_some_and(|(a, b)| {
             !a.is_empty()
@@ -219,44 +269,59 @@ pub(crate) fn execution_id(v: Option<&Value>, field: &str) -> Result<String, Too
         });
     if !well_formed {
         let shown: String = s.chars().take(48).collect();
-        return Err(bad(format!(
+        return Err(refuse_to_list(format!(
             "{field} {shown:?} is not an execution id (ids look like \"19ad3b2c1f0-3\")"
         )));
     }
     Ok(s.to_string())
 }
 
-/// An integer in `range`, or `default` when absent.
+/// `a[field]`, an integer in `range`, or `default` when absent. The fix is `a` with the
+/// value moved to the nearest bound (`default` for a value that is not a number).
 pub(crate) fn int_in(
-    v: Option<&Value>,
+    a: &Map<String, Value>,
     field: &str,
     range: std::ops::RangeInclusive<usize>,
     default: usize,
 ) -> Result<usize, ToolError> {
-    match v {
-        None => Ok(default),
-        Some(x) => x
-            .as_u64()
-            .map(|n| n as usize)
-            .filter(|n| range.contains(n))
-            .ok_or_else(|| {
-                bad(format!(
-                    "{field} must be an integer {}..={}",
-                    range.start(),
-                    range.end()
-                ))
-            }),
+    let Some(x) = a.get(field) else {
+        return Ok(default);
+    };
+    if let Some(n) = x.as_u64().map(|n| n as usize).filter(|n| range.contains(n)) {
+        return Ok(n);
     }
+    let (lo, hi) = (*range.start(), *range.end());
+    let near = match x.as_f64() {
+        Some(f) if f < lo as f64 => lo,
+        Some(f) if f > hi as f64 => hi,
+        _ => default,
+    };
+    Err(refuse(
+        format!("{field} must be an integer {lo}..={hi}"),
+        &format!("{field} takes {lo}..={hi}; this is the call with {near}."),
+        with(a, field, json!(near)),
+    ))
 }
 
-/// `timeout_seconds` in 0..=30 (fractions allowed), or `default` (absent or `null`).
-pub(crate) fn timeout(v: Option<&Value>, default: f64) -> Result<Duration, ToolError> {
-    let secs = match v {
+/// `a.timeout_seconds` in 0..=30 (fractions allowed), or `default` (absent or `null`).
+/// The fix is `a` with the nearest valid timeout.
+pub(crate) fn timeout(a: &Map<String, Value>, default: f64) -> Result<Duration, ToolError> {
+    let secs = match a.get("timeout_seconds") {
         None | Some(Value::Null) => default,
-        Some(x) => x
+        Some(x) => match x
             .as_f64()
             .filter(|s| s.is_finite() && (0.0..=30.0).contains(s))
-            .ok_or_else(|| bad("timeout_seconds must be a number 0..=30"))?,
+        {
+            Some(s) => s,
+            None => {
+                let near = x.as_f64().filter(|s| *s > 30.0).map_or(default, |_| 30.0);
+                return Err(refuse(
+                    "timeout_seconds must be a number 0..=30",
+                    &format!("timeout_seconds takes 0..=30; this is the call with {near}."),
+                    with(a, "timeout_seconds", json!(near)),
+                ));
+            }
+        },
     };
     // Zero grants one 250 ms pass (seed 000).
     Ok(match secs {
@@ -271,6 +336,7 @@ pub(crate) fn find(x: &Ctx, id: &str) -> Result<Record, ToolError> {
         .map_err(unavailable)?
         .ok_or_else(|| ToolError::ExecutionNotFound {
             execution_id: id.to_string(),
+            fix: Some(list_fix()),
         })
 }
 
@@ -328,7 +394,17 @@ fn read(x: &Ctx, id: &str, req: &page::PageReq) -> Result<ToolOutput, ToolError>
         .open
         .read(|c| Ok(page::page(c, &x.open.key, &x.tag, &r, req)))
         .map_err(unavailable)?
-        .map_err(page_error)?;
+        .map_err(|e| match page_error(e) {
+            ToolError::InvalidCursor { detail, .. } => ToolError::InvalidCursor {
+                detail,
+                fix: Some(Fix::boxed(
+                    "Read from the start of the retained text, without a cursor.",
+                    json!({"type": "read", "execution_id": id, "source": req.source,
+                           "page_bytes": req.page_bytes}),
+                )),
+            },
+            other => other,
+        })?;
     let text = page["text"].as_str().unwrap_or_default().to_string();
     let data = json!({"execution": view::compact(&r), "page": page});
     Ok(done(
@@ -350,14 +426,26 @@ pub(crate) fn page_req(
             .iter()
             .copied()
             .find(|s| v.as_str() == Some(s))
-            .ok_or_else(|| bad("source must be one of output, screen, detection"))?,
+            .ok_or_else(|| {
+                refuse(
+                    "source must be one of output, screen, detection",
+                    "source is output (the default), screen or detection.",
+                    with(a, "source", json!("output")),
+                )
+            })?,
     };
     let bounds = page::MIN_PAGE_BYTES..=page::MAX_PAGE_BYTES;
-    let page_bytes = int_in(a.get("page_bytes"), "page_bytes", bounds, default_bytes)?;
+    let page_bytes = int_in(a, "page_bytes", bounds, default_bytes)?;
     let cursor = match a.get("cursor") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(bad("cursor must be a string from an earlier next_cursor")),
+        Some(_) => {
+            return Err(refuse(
+                "cursor must be a string from an earlier next_cursor",
+                "Start without a cursor; continue with each page's next_cursor.",
+                with(a, "cursor", Value::Null),
+            ));
+        }
     };
     Ok(page::PageReq {
         source,
@@ -368,7 +456,7 @@ pub(crate) fn page_req(
 
 pub(crate) fn page_error(e: page::PageError) -> ToolError {
     match e {
-        page::PageError::Cursor(detail) => ToolError::InvalidCursor { detail },
+        page::PageError::Cursor(detail) => ToolError::InvalidCursor { detail, fix: None },
         page::PageError::Db(e) => unavailable(e),
     }
 }

@@ -7,12 +7,14 @@
 //! `completed_with_issues` / `execution_observation_issues`.
 
 use super::page::{self, PageReq};
-use super::{Ctx, bad, done, execution_id, only, page_req, timeout, unavailable, view};
+use super::{Ctx, done, execution_id, only, page_req, refuse, refuse_to_list, timeout};
+use super::{unavailable, view, with};
 use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
 use crate::ipc::GuardianClient;
 use crate::store::history as table;
 use crate::tools::envelope::{Status, ToolOutput};
+use crate::tools::error::Fix;
 use crate::tools::error::{ToolError, mark};
 use crate::tools::error_code::ErrorCode;
 use serde_json::{Map, Value, json};
@@ -38,8 +40,17 @@ pub fn parse(action: &Map<String, Value>) -> Result<Parsed, ToolError> {
     only(action, &["items", "timeout_seconds"])?;
     let raw = match action.get("items") {
         Some(Value::Array(a)) if (1..=MAX_ITEMS).contains(&a.len()) => a,
+        Some(Value::Array(a)) if a.len() > MAX_ITEMS => {
+            return Err(refuse(
+                format!("items must be an array of 1..={MAX_ITEMS} objects"),
+                &format!(
+                    "Observe at most {MAX_ITEMS} per call; this is the call with the first {MAX_ITEMS}."
+                ),
+                with(action, "items", Value::Array(a[..MAX_ITEMS].to_vec())),
+            ));
+        }
         _ => {
-            return Err(bad(format!(
+            return Err(refuse_to_list(format!(
                 "items must be an array of 1..={MAX_ITEMS} objects"
             )));
         }
@@ -49,21 +60,34 @@ pub fn parse(action: &Map<String, Value>) -> Result<Parsed, ToolError> {
     let mut total = 0;
     for (i, v) in raw.iter().enumerate() {
         let Value::Object(o) = v else {
-            return Err(bad(format!("items[{i}] must be an object")));
+            return Err(refuse_to_list(format!("items[{i}] must be an object")));
         };
-        if let Some(k) = o
-            .keys()
-            .find(|k| !["execution_id", "source", "page_bytes", "cursor"].contains(&k.as_str()))
-        {
-            return Err(bad(format!("unexpected field items[{i}].{k}")));
+        const FIELDS: [&str; 4] = ["execution_id", "source", "page_bytes", "cursor"];
+        if let Some(k) = o.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            let kept: Map<String, Value> = o
+                .iter()
+                .filter(|(k, _)| FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            return Err(refuse(
+                format!("unexpected field items[{i}].{k}"),
+                &format!("An item takes {}.", FIELDS.join(", ")),
+                with_item(action, i, Value::Object(kept)),
+            ));
         }
         let id = execution_id(o.get("execution_id"), &format!("items[{i}].execution_id"))?;
-        let req = page_req(o, DEFAULT_ITEM_BYTES)?;
+        let req = page_req(o, DEFAULT_ITEM_BYTES).map_err(|e| in_item(e, action, i))?;
         if !seen.insert((id.clone(), req.source)) {
-            return Err(bad(format!(
-                "items[{i}] repeats execution {id} with source {}",
-                req.source
-            )));
+            let mut rest = raw.clone();
+            rest.remove(i);
+            return Err(refuse(
+                format!(
+                    "items[{i}] repeats execution {id} with source {}",
+                    req.source
+                ),
+                "Ask for each execution and source once.",
+                with(action, "items", Value::Array(rest)),
+            ));
         }
         total += req.page_bytes;
         items.push(Item {
@@ -72,12 +96,48 @@ pub fn parse(action: &Map<String, Value>) -> Result<Parsed, ToolError> {
         });
     }
     if total > MAX_TOTAL_BYTES {
-        return Err(bad(format!(
-            "the items' page_bytes add up to {total}; at most {MAX_TOTAL_BYTES} in one call"
-        )));
+        let each = MAX_TOTAL_BYTES / raw.len();
+        let fitted: Vec<Value> = raw
+            .iter()
+            .map(|it| match it {
+                Value::Object(o) => with(o, "page_bytes", json!(each)),
+                other => other.clone(),
+            })
+            .collect();
+        return Err(refuse(
+            format!(
+                "the items' page_bytes add up to {total}; at most {MAX_TOTAL_BYTES} in one call"
+            ),
+            &format!(
+                "Page sizes add up to at most {MAX_TOTAL_BYTES}: this is the call with \
+                 {each} bytes per item (or split the items over several calls)."
+            ),
+            with(action, "items", Value::Array(fitted)),
+        ));
     }
-    let budget = timeout(action.get("timeout_seconds"), DEFAULT_TIMEOUT_SECONDS)?;
+    let budget = timeout(action, DEFAULT_TIMEOUT_SECONDS)?;
     Ok(Parsed { items, budget })
+}
+
+/// `action` with `items[i]` replaced by `item`.
+fn with_item(action: &Map<String, Value>, i: usize, item: Value) -> Value {
+    let mut items = action.get("items").cloned().unwrap_or_default();
+    items[i] = item;
+    with(action, "items", items)
+}
+
+/// An item's refusal as the whole observe's: a corrected item goes back into its place;
+/// a fix that is a whole action (`list`) stays as it is.
+fn in_item(e: ToolError, action: &Map<String, Value>, i: usize) -> ToolError {
+    match e {
+        ToolError::InvalidAction { detail, fix } if fix.action.get("type").is_none() => {
+            ToolError::InvalidAction {
+                detail: format!("items[{i}]: {detail}"),
+                fix: Fix::boxed(fix.instruction, with_item(action, i, fix.action)),
+            }
+        }
+        other => other,
+    }
 }
 
 fn item_error(stage: &str, code: ErrorCode, message: String) -> Value {
@@ -173,6 +233,7 @@ fn read_items(
         let Some(r) = table::get(c, &x.scope, &item.execution_id)? else {
             let e = ToolError::ExecutionNotFound {
                 execution_id: item.execution_id.clone(),
+                fix: None,
             };
             errors.push(item_error("read", e.error_code(), e.message()));
             out.push(
@@ -189,7 +250,7 @@ fn read_items(
         let page = match page::page(c, &x.open.key, &x.tag, &r, &item.req) {
             Ok(p) => Some(p),
             Err(page::PageError::Cursor(detail)) => {
-                let e = ToolError::InvalidCursor { detail };
+                let e = ToolError::InvalidCursor { detail, fix: None };
                 errors.push(item_error("read", e.error_code(), e.message()));
                 None
             }

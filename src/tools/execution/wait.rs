@@ -5,12 +5,13 @@
 //! changed; says nothing about completion) and `resync` (the cursor is from a catalog
 //! this one cannot continue, or a watched record is gone).
 
-use super::{Ctx, bad, done, execution_id, only, timeout, unavailable, view};
+use super::{Ctx, done, execution_id, list_fix, only, refuse, refuse_to_list, timeout};
+use super::{unavailable, view, with};
 use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
 use crate::store::history::{self as table, Record};
 use crate::tools::envelope::{NextAction, ToolOutput};
-use crate::tools::error::ToolError;
+use crate::tools::error::{Fix, ToolError};
 use serde_json::{Map, Value, json};
 
 const MAX_IDS: usize = 32;
@@ -76,19 +77,35 @@ pub fn parse(action: &Map<String, Value>, profile: WaitProfile) -> Result<WaitRe
         action,
         &["execution_ids", "after", "events", "timeout_seconds"],
     )?;
+    let detail = format!("execution_ids must be an array of 1..={MAX_IDS} ids");
     let raw = match action.get("execution_ids") {
         Some(Value::Array(a)) if (1..=MAX_IDS).contains(&a.len()) => a,
-        _ => {
-            return Err(bad(format!(
-                "execution_ids must be an array of 1..={MAX_IDS} ids"
-            )));
+        Some(Value::Array(a)) if a.len() > MAX_IDS => {
+            return Err(refuse(
+                detail,
+                &format!(
+                    "One wait watches at most {MAX_IDS}; this is the call with the first {MAX_IDS}."
+                ),
+                with(action, "execution_ids", Value::Array(a[..MAX_IDS].to_vec())),
+            ));
         }
+        _ => return Err(refuse_to_list(detail)),
     };
     let mut ids = Vec::new();
     for (i, v) in raw.iter().enumerate() {
         let id = execution_id(Some(v), &format!("execution_ids[{i}]"))?;
         if ids.contains(&id) {
-            return Err(bad(format!("execution_ids repeats {id}")));
+            let mut once: Vec<&Value> = Vec::new();
+            for v in raw {
+                if !once.contains(&v) {
+                    once.push(v);
+                }
+            }
+            return Err(refuse(
+                format!("execution_ids repeats {id}"),
+                "Name each execution once.",
+                with(action, "execution_ids", json!(once)),
+            ));
         }
         ids.push(id);
     }
@@ -101,20 +118,31 @@ pub fn parse(action: &Map<String, Value>, profile: WaitProfile) -> Result<WaitRe
                     .iter()
                     .copied()
                     .find(|k| e.as_str() == Some(k))
-                    .ok_or_else(|| bad(format!("events may hold only {}", EVENTS.join(", "))))
+                    .ok_or_else(|| {
+                        no_events(
+                            action,
+                            format!("events may hold only {}", EVENTS.join(", ")),
+                        )
+                    })
             })
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err(bad("events must be a non-empty array")),
+        Some(_) => return Err(no_events(action, "events must be a non-empty array".into())),
     };
     let after = match action.get("after") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(bad("after must be a catalog_cursor string")),
+        Some(_) => {
+            return Err(refuse(
+                "after must be a catalog_cursor string",
+                "Without after, the wait starts from the catalog as it reads it first.",
+                with(action, "after", Value::Null),
+            ));
+        }
     };
     // `null` is the default, as if absent.
     let asked = action.get("timeout_seconds").filter(|v| !v.is_null());
     let default = profile.default_seconds().min(MAX_TIMEOUT_SECONDS);
-    let budget = timeout(asked, default)?;
+    let budget = timeout(action, default)?;
     let seconds = asked.and_then(Value::as_f64).unwrap_or(default);
     Ok(WaitReq {
         ids,
@@ -127,6 +155,18 @@ pub fn parse(action: &Map<String, Value>, profile: WaitProfile) -> Result<WaitRe
         profile,
         poll_once: seconds == 0.0,
     })
+}
+
+/// A refused `events`: the fix waits for every event.
+fn no_events(action: &Map<String, Value>, detail: String) -> ToolError {
+    refuse(
+        detail,
+        &format!(
+            "events is a non-empty array of {}; without it, every event counts.",
+            EVENTS.join(", ")
+        ),
+        with(action, "events", Value::Null),
+    )
 }
 
 /// Which of `events` happened to `r` after catalog position `after`.
@@ -159,10 +199,20 @@ pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, Too
         Some(c) => match x.open.key.open(&x.tag, c) {
             Some(Kind::Catalog { seq }) => seq,
             _ => {
+                let mut fresh = json!({"type": "wait", "execution_ids": req.ids,
+                                       "timeout_seconds": req.seconds});
+                if let Some(events) = &req.asked_events {
+                    fresh["events"] = events.clone();
+                }
                 return Err(ToolError::InvalidCursor {
                     detail: "after must be a catalog_cursor from list, observe or wait in this \
                              session"
                         .into(),
+                    fix: Some(Fix::boxed(
+                        "Wait without after: the baseline is the catalog as the wait first \
+                         reads it.",
+                        fresh,
+                    )),
                 });
             }
         },
@@ -183,6 +233,7 @@ pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, Too
         if records.iter().all(|(_, r)| r.is_none()) {
             return Err(ToolError::ExecutionNotFound {
                 execution_id: req.ids[0].clone(),
+                fix: Some(list_fix()),
             });
         }
         if !watched {
