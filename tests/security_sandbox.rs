@@ -150,8 +150,9 @@ except OSError as e:
     print("GUARDIAN refused-connect", e.errno)
     sys.exit(0)
 hello = json.dumps({"protocol": 2, "role": "adapter", "build": "escape"}).encode()
-s.sendall(struct.pack(">I", len(hello)) + hello)
 try:
+    # A guardian that refuses closes at once: the send itself may fail (EPIPE, ECONNRESET).
+    s.sendall(struct.pack(">I", len(hello)) + hello)
     got = s.recv(4)
 except OSError:
     got = b""
