@@ -43,3 +43,38 @@ fn trailing_blanks_survive_and_paged_utf8_reassembles_byte_exact() {
         );
     }
 }
+
+/// The retention cap holds exactly (1 MiB by default): the kept window is never a chunk
+/// over it, and the pruned head is reported. Before the fix a straddling 64 KiB chunk was
+/// kept whole (1,092,453 to 1,157,989 bytes retained).
+#[test]
+fn the_output_retention_cap_holds_exactly() {
+    let cap = 1024 * 1024;
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    // 3 MiB of 3-byte characters and newlines: cuts can fall inside a character.
+    let cmd = format!("yes '{}' | head -n 24576", "\u{20ac}".repeat(42));
+    let r = a.bash(&s, json!({"command": cmd}));
+    assert_eq!(sc(&r)["data"]["exit_code"], 0, "{r}");
+    let id = id_of(&r);
+    until_recorded(&mut a, &s, &id);
+    let g = support::history::exec(&mut a, &s, json!({"type": "get", "execution_id": id}));
+    let out = &sc(&g)["data"]["output"];
+    let kept = out["retained_bytes"].as_i64().unwrap();
+    assert!(
+        kept <= cap && kept >= cap - 3,
+        "retained {kept} of a {cap} cap: {out}"
+    );
+    assert_eq!(out["head_truncated"], true, "{out}");
+    let first = support::history::exec(
+        &mut a,
+        &s,
+        json!({"type": "read", "execution_id": id, "page_bytes": 4096}),
+    );
+    let page = &sc(&first)["data"]["page"];
+    assert!(
+        page["text"].as_str().unwrap().starts_with('\u{20ac}')
+            || page["text"].as_str().unwrap().starts_with('\n'),
+        "{page}"
+    );
+}

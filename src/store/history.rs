@@ -324,22 +324,39 @@ pub fn append_chunk(c: &Connection, rowid: i64, offset: i64, bytes: &[u8]) -> ru
     Ok(())
 }
 
-/// Drop whole chunks that end at or before `keep_from`; returns the first retained offset
-/// (or `keep_from` when nothing is left).
+/// Drop the text before `keep_from`: whole chunks that end at or before it, and the head
+/// of the chunk it falls in (to the next UTF-8 character start, so no page begins inside
+/// a character). Returns the first retained offset, so retention holds its byte cap
+/// exactly (at most 3 bytes under it), never a whole chunk over.
 pub fn drop_chunks_before(c: &Connection, rowid: i64, keep_from: i64) -> rusqlite::Result<i64> {
     c.execute(
         "DELETE FROM execution_output WHERE exec = ?1 AND offset + length(bytes) <= ?2",
         params![rowid, keep_from],
     )?;
-    let first: Option<i64> = c
+    let first: Option<(i64, Vec<u8>)> = c
         .query_row(
-            "SELECT min(offset) FROM execution_output WHERE exec = ?1",
+            "SELECT offset, bytes FROM execution_output WHERE exec = ?1
+             ORDER BY offset LIMIT 1",
             params![rowid],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .optional()?
-        .flatten();
-    Ok(first.unwrap_or(keep_from))
+        .optional()?;
+    let Some((offset, bytes)) = first else {
+        return Ok(keep_from);
+    };
+    if offset >= keep_from {
+        return Ok(offset);
+    }
+    let mut cut = (keep_from - offset) as usize;
+    while bytes.get(cut).is_some_and(|b| b & 0xc0 == 0x80) {
+        cut += 1;
+    }
+    let new_offset = offset + cut as i64;
+    c.execute(
+        "UPDATE execution_output SET offset = ?3, bytes = ?4 WHERE exec = ?1 AND offset = ?2",
+        params![rowid, offset, new_offset, &bytes[cut..]],
+    )?;
+    Ok(new_offset)
 }
 
 /// The retained text bytes from `from` (inclusive), at most `max` of them.
