@@ -11,6 +11,7 @@ mod support;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::codex::{Tui, last_user_text};
+
 use support::fake_responses::{Reply, Request};
 use support::sc;
 
@@ -58,6 +59,32 @@ fn prompt_answered(t: &mut Tui, prompt_id: &str, text: &str) {
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
     let answer = format!("FINAL: {text}");
     t.until_screen("the answer is shown", |s| s.contains(&answer));
+}
+
+/// When the rollout's `task_complete` of `turn` was written (its `timestamp`, unix ms).
+fn task_complete_ms(rollout: &str, turn: &str) -> u64 {
+    let line = rollout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["payload"]["type"] == "task_complete" && v["payload"]["turn_id"] == turn)
+        .expect("the bound turn's task_complete");
+    iso_ms(line["timestamp"].as_str().unwrap())
+}
+
+/// `2026-12-04T07:14:46.585Z` in unix ms.
+fn iso_ms(t: &str) -> u64 {
+    let n = |a: usize, b: usize| t[a..b].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19);
+    let ms = t[20..].trim_end_matches('Z');
+    (secs * 1000) as u64 + ms.parse::<u64>().unwrap_or(0)
 }
 
 fn admit(t: &Tui, agent: &Value, id: &str, text: &str) -> Value {
@@ -118,7 +145,7 @@ fn the_real_codex_is_prompted_once_and_its_finals_come_back() {
     // Return-final: completed with the exact final, the prompt delivered once.
     let r = admit(&t, agent, R1, "return final one");
     assert_eq!(r["correlation_source"], "codex_rollout", "{r}");
-    let e = w.next();
+    let (e, arrived) = w.next_timed();
     assert_eq!(
         (e["request_id"].as_str(), e["state"].as_str()),
         (Some(R1), Some("completed")),
@@ -126,6 +153,14 @@ fn the_real_codex_is_prompted_once_and_its_finals_come_back() {
     );
     assert_eq!(e["final_message"], "FINAL: return final one");
     assert_eq!(turns_with(&t, "return final one"), 1);
+    // From Codex writing task_complete to the event reaching `watch`.
+    let rollout = std::fs::read_to_string(r["rollout"].as_str().unwrap()).unwrap();
+    let written = task_complete_ms(&rollout, e["provider_turn"].as_str().unwrap());
+    let latency = arrived as i64 - written as i64;
+    // Measured 7 to 24 ms on a loaded 2-core machine; the bound leaves room for a
+    // parallel test run, and still fails a poll-based delivery.
+    eprintln!("task_complete to watch: {latency} ms");
+    assert!((0..500).contains(&latency), "{latency} ms");
 
     // A model failure: aborted with Codex's error text, never an empty completion.
     let agent = t.catalog_with(1, "idle").remove(0);

@@ -237,6 +237,56 @@ fn codex_0_169_finals_complete_and_failed_turns_abort() {
     assert!(e.get("final_message").is_none(), "{e}");
 }
 
+/// The fake writes what the real Codex 0.169.0 wrote: every event it writes is of a kind
+/// the recorded trace (`tests/fixtures/codex/rollout-0.169.0.jsonl`) holds, with no field
+/// the real one lacks.
+#[test]
+fn the_fake_codex_writes_the_recorded_shapes() {
+    use std::collections::{BTreeMap, BTreeSet};
+    type Shapes = BTreeMap<String, BTreeSet<String>>;
+    fn shapes(text: &str) -> Shapes {
+        let mut out = Shapes::new();
+        for v in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            let p = &v["payload"];
+            if v["type"] != "event_msg" {
+                continue;
+            }
+            let mut kind = p["type"].as_str().unwrap_or("?").to_string();
+            let mut keys: BTreeSet<String> = p.as_object().unwrap().keys().cloned().collect();
+            if let Some(item) = p["item"].as_object() {
+                kind = format!("{kind}/{}", item["type"].as_str().unwrap_or("?"));
+                keys.extend(item.keys().map(|k| format!("item.{k}")));
+            }
+            if p["error"].is_object() {
+                kind.push_str("/error");
+            }
+            out.entry(kind).or_default().extend(keys);
+        }
+        out
+    }
+    let golden = shapes(include_str!("fixtures/codex/rollout-0.169.0.jsonl"));
+    let c = Codex::start("");
+    let w = c.watch(0);
+    let agent = c.agent_in("idle");
+    let (r, _) = c.admit(&agent, R1, "work:20 shape", &["--return-final"]);
+    assert_eq!(w.next()["state"], "completed");
+    let agent = c.agent_in("idle");
+    c.admit(&agent, R2, "fail shape", &["--return-final"]);
+    assert_eq!(w.next()["state"], "aborted");
+    let fake = shapes(&std::fs::read_to_string(r["rollout"].as_str().unwrap()).unwrap());
+    for (kind, keys) in &fake {
+        let real = golden
+            .get(kind)
+            .unwrap_or_else(|| panic!("the real trace has no {kind}: {golden:?}"));
+        assert!(keys.is_subset(real), "{kind}: {keys:?} not in {real:?}");
+    }
+    assert!(fake.contains_key("item_completed/UserMessage"), "{fake:?}");
+    assert!(fake.contains_key("task_complete/error"), "{fake:?}");
+}
+
 /// Older rollouts (`user_message` events) keep working beside the 0.169 form.
 #[test]
 fn the_older_rollout_form_still_completes() {

@@ -127,24 +127,37 @@ fn watch_of(a: &Agent, after: i64) -> Watch {
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::spawn(move || {
         for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
+            let _ = tx.send((l, unix_ms_now()));
         }
     });
     Watch { child, rx }
 }
 
+/// The wall clock in unix ms (to compare with the times Codex writes in its rollout).
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 pub struct Watch {
     child: Child,
-    rx: crossbeam_channel::Receiver<String>,
+    rx: crossbeam_channel::Receiver<(String, u64)>,
 }
 
 impl Watch {
     pub fn next(&self) -> Value {
-        let l = self
+        self.next_timed().0
+    }
+
+    /// The next terminal event and when its line arrived (unix ms).
+    pub fn next_timed(&self) -> (Value, u64) {
+        let (l, at) = self
             .rx
             .recv_timeout(Duration::from_secs(20))
             .expect("a terminal event within 20 s");
-        serde_json::from_str(&l).unwrap()
+        (serde_json::from_str(&l).unwrap(), at)
     }
 }
 
