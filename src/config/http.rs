@@ -36,7 +36,6 @@ fn err(msg: impl Into<String>) -> ConfigError {
     ConfigError(msg.into())
 }
 
-
 /// Everything `serve --http` needs beyond the common `Config`.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
@@ -61,8 +60,6 @@ pub struct HttpConfig {
     /// block (`config::credentials`).
     pub credential_vars: Vec<String>,
 }
-
-
 
 impl HttpConfig {
     /// Build from validated arguments. `policy` is the command-line tool policy (used by
@@ -241,8 +238,6 @@ fn principals(
     let token = env_token.unwrap_or_default();
     Ok((single(token, "WINX_HTTP_TOKEN")?, "WINX_HTTP_TOKEN"))
 }
-
-
 
 #[cfg(test)]
 mod tests {
