@@ -423,3 +423,40 @@ fn history_refusals_carry_a_next_action_that_works() {
     let r = a.call("Agent", sc(&r)["nextAction"]["arguments"].clone());
     assert_eq!(sc(&r)["errorCode"], Value::Null, "{r}");
 }
+
+/// Issue 37 item 15: a winxd killed with SIGKILL is back after the very next call of the
+/// same adapter (that call works), not only after a call past the adapter's check interval.
+#[test]
+fn a_killed_winxd_is_back_after_the_very_next_call() {
+    use support::wait::{Deadline, eventually};
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    let winxd = a.dir.path().join("run/winx/winxd.sock");
+    let daemons = support::processes_mentioning(&winxd);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    unsafe { nix::libc::kill(daemons[0], nix::libc::SIGKILL) };
+    eventually(
+        Deadline::hard("winxd gone"),
+        "the killed winxd is gone",
+        || support::processes_mentioning(&winxd),
+        |p| p.is_empty(),
+    );
+    let r = a.bash(&s, json!({"command": "echo still-here"}));
+    assert_eq!(sc(&r)["status"], "completed", "{r}");
+    assert!(support::text(&r).contains("still-here"), "{r}");
+    // No other call: winxd must come back from that one alone.
+    let after = eventually(
+        Deadline::hard("winxd back"),
+        "a new winxd runs",
+        || support::processes_mentioning(&winxd),
+        |p| p.len() == 1,
+    );
+    assert_ne!(after[0], daemons[0]);
+    let d = eventually(
+        Deadline::hard("winxd answers"),
+        "doctor reaches the new winxd",
+        || a.op_json(&["doctor"]),
+        |d| d["daemon"]["running"] == true,
+    );
+    assert_eq!(d["guardians"]["count"], 1, "{d}");
+}

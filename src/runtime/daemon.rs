@@ -43,6 +43,20 @@ fn connect(socket: &Path) -> Result<(UnixStream, String), RuntimeError> {
     Ok((s, hello.build))
 }
 
+/// The pid of the winxd at the other end of `s`, as the kernel recorded it when winxd
+/// listened (`SO_PEERCRED`): no request, no trust in what winxd says.
+pub fn peer_pid(s: &UnixStream) -> Option<i32> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    getsockopt(s, PeerCredentials).ok().map(|c| c.pid())
+}
+
+/// Whether process `pid` still exists: a signal-0 probe (nothing is sent), one system
+/// call. A pid reused by another process reads as alive; the periodic check covers that.
+pub fn alive(pid: i32) -> bool {
+    let probe = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None);
+    !matches!(probe, Err(nix::errno::Errno::ESRCH))
+}
+
 /// Start winxd detached from this process's session and wait for its verdict.
 fn start(socket: &Path, env: &[(String, String)]) -> Result<(), RuntimeError> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -172,14 +186,16 @@ pub fn current(
 }
 
 /// One request to a winxd of our build (see [`current`]): the adapter's way to winxd.
+/// Also answers winxd's pid (see [`peer_pid`]).
 pub fn request_current(
     socket: &Path,
     env: &[(String, String)],
     req: &Request,
-) -> Result<Response, RuntimeError> {
+) -> Result<(Response, Option<i32>), RuntimeError> {
     let (s, found) = current(socket, env)?;
     report(&found);
-    exchange(s, req)
+    let pid = peer_pid(&s);
+    Ok((exchange(s, req)?, pid))
 }
 
 /// Log what [`current`] had to do.

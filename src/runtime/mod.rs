@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 /// How long a snapshot may take: it is answered straight from guardian memory.
@@ -77,6 +77,9 @@ pub struct Runtime {
     /// When the next winxd check may run, and whether one is running.
     next_check: Mutex<Option<Deadline>>,
     checking: Arc<AtomicBool>,
+    /// The pid of the winxd this process last reached (0: none yet), so a call can tell
+    /// at once that it died.
+    daemon_pid: Arc<AtomicI32>,
 }
 
 /// File-system-safe key of a logical session (principal-scoped thread id).
@@ -97,6 +100,7 @@ impl Runtime {
             starting: Default::default(),
             next_check: Mutex::new(None),
             checking: Arc::new(AtomicBool::new(false)),
+            daemon_pid: Arc::new(AtomicI32::new(0)),
         }
     }
 
@@ -104,13 +108,17 @@ impl Runtime {
     /// `DAEMON_CHECK_EVERY`, on a one-shot background thread (the caller never waits on the
     /// check, a start of winxd, or a replacement). Guardians answer without winxd, so
     /// nothing else would notice it is gone and bring back TTL sweeps and quota reclaim.
+    /// A winxd this process reached that no longer exists is checked at once, whatever the
+    /// interval (a signal-0 probe of its pid per call): it is back after the very next call.
     pub fn watch_daemon(&self) {
         if self.cfg.kind != RuntimeKind::Daemon {
             return;
         }
+        let known = self.daemon_pid.load(Ordering::Acquire);
+        let died = known > 0 && !daemon::alive(known);
         {
             let mut next = self.next_check.lock();
-            if next.as_ref().is_some_and(|d| !d.expired()) {
+            if !died && next.as_ref().is_some_and(|d| !d.expired()) {
                 return;
             }
             *next = Some(Deadline::after("winxd check", DAEMON_CHECK_EVERY));
@@ -120,11 +128,15 @@ impl Runtime {
         }
         let (socket, env) = (self.cfg.daemon_socket.clone(), self.cfg.base_env.clone());
         let checking = self.checking.clone();
+        let pid = self.daemon_pid.clone();
         let spawned = std::thread::Builder::new()
             .name("winxd-check".into())
             .spawn(move || {
                 match daemon::current(&socket, &env) {
-                    Ok((_, found)) => daemon::report(&found),
+                    Ok((s, found)) => {
+                        pid.store(daemon::peer_pid(&s).unwrap_or(0), Ordering::Release);
+                        daemon::report(&found);
+                    }
                     Err(e) => log::warn!("winxd check: {e}"),
                 }
                 checking.store(false, Ordering::Release);
@@ -316,7 +328,10 @@ impl Runtime {
             labels: spec.labels.clone(),
             temp_dir: spec.temp_dir.clone(),
         };
-        match daemon::request_current(&self.cfg.daemon_socket, &self.cfg.base_env, &req)? {
+        let (answer, pid) =
+            daemon::request_current(&self.cfg.daemon_socket, &self.cfg.base_env, &req)?;
+        self.daemon_pid.store(pid.unwrap_or(0), Ordering::Release);
+        match answer {
             R::Ensured { socket, .. } => Ok(PathBuf::from(socket)),
             other => Err(RuntimeError::unexpected(format!(
                 "unexpected winxd answer {other:?}"
