@@ -156,9 +156,9 @@ impl ToolOutput {
     /// Code and Codex show the model only its JSON when it is present, so it carries the
     /// text block verbatim as `text` (the last key: a host that cuts a long result in its
     /// middle keeps the envelope and the text's end, where the tail of an output and the
-    /// status line are). The one exception is a result whose `data` already holds that
-    /// same text (`data.page.text` of an `Execution`/`Agent` read, `data.text` of a Herdr
-    /// read): it is not written twice.
+    /// status line are). The exceptions are results whose `data` already says it all
+    /// (`data.page.text` of an `Execution`/`Agent` read, `data.text` of a Herdr read, a
+    /// completed `CodeMap` answer): nothing is written twice.
     pub fn to_result(&self) -> Value {
         let mut structured = serde_json::to_value(&self.envelope).unwrap_or(Value::Null);
         if !self.data_holds_text()
@@ -195,12 +195,17 @@ impl ToolOutput {
         }
     }
 
-    /// Whether `data` holds the text block verbatim (see `to_result`).
+    /// Whether `data` already says everything the text block does (see `to_result`): it
+    /// holds the text verbatim, or it is a completed `CodeMap` answer, whose `data` is the
+    /// same outline, map or references structured (its text is their compact rendering).
     fn data_holds_text(&self) -> bool {
         let data = &self.envelope.data;
-        [&data["page"]["text"], &data["text"]]
+        let verbatim = [&data["page"]["text"], &data["text"]]
             .into_iter()
-            .any(|t| t.as_str() == Some(self.text.as_str()))
+            .any(|t| t.as_str() == Some(self.text.as_str()));
+        let code_map = self.envelope.tool == CalledTool::Known(ToolName::CodeMap)
+            && !self.envelope.status.is_error();
+        verbatim || code_map
     }
 }
 
@@ -216,7 +221,7 @@ impl ToolOutput {
 /// single-type dialect accept it.
 /// What `text` is, once per tool in `tools/list` (so kept short).
 const TEXT_DESCRIPTION: &str =
-    "The text content block, verbatim; absent when data.page.text or data.text holds it";
+    "The text content block, verbatim; absent when data holds it (page.text, text, CodeMap)";
 
 pub fn output_schema() -> Value {
     let statuses: Vec<Value> = Status::ALL
@@ -277,6 +282,13 @@ mod tests {
         assert_eq!(r["structuredContent"]["data"]["page"]["text"], "page\n");
         // Data holding other text does not count.
         out.envelope.data = json!({"page": {"text": "other\n"}});
+        assert_eq!(out.to_result()["structuredContent"]["text"], "page\n");
+        // A completed CodeMap answer's data is its text, structured; its refusal is not.
+        let mut map = Envelope::completed(ToolName::CodeMap, "m", json!({"symbols": []}));
+        out.envelope = map.clone();
+        assert!(out.to_result()["structuredContent"].get("text").is_none());
+        map.status = Status::InvalidInput;
+        out.envelope = map;
         assert_eq!(out.to_result()["structuredContent"]["text"], "page\n");
     }
 
