@@ -1,11 +1,16 @@
 //! The report's accumulator: one pass over the selected lines builds every section.
 //! Memory stays bounded by what the sections need: latency samples, the unmatched half of
-//! each HTTP↔tool correlation, and calls started but not yet finished.
+//! each HTTP↔tool correlation, and calls started but not yet finished — each linear in the
+//! log — and at most `stats::MAX_KEYS` tools, actions per tool and builds (the rest in
+//! one `(other)` row each), so many distinct names cannot multiply the report's size.
+//!
+//! Invariant: no arithmetic on a time from the log can overflow (any `i64` is a valid
+//! `ts_ms`, `i64::MIN` and `i64::MAX` included).
 
 use super::audit::Audit;
 use super::line::{Kind, Line};
 use super::sections::{Execution, Initialize, Observations, Reads, Recovery, Workflows};
-use super::stats::{Counter, LATENCY_BUCKETS_MS, Samples, round3};
+use super::stats::{Counter, LATENCY_BUCKETS_MS, Samples, key_in, round3};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -242,12 +247,11 @@ impl Agg {
         ) else {
             return json!({"startMs": null, "bucketMs": null, "calls": [], "errors": []});
         };
-        // Whole seconds per bucket, at least one.
-        let bucket = ((last - first) / TIMELINE_BUCKETS / 1000 + 1) * 1000;
-        let n = ((last - first) / bucket + 1) as usize;
+        let (bucket, n) = buckets(first, last);
         let (mut calls, mut errors) = (vec![0u64; n], vec![0u64; n]);
         for (t, err) in &self.times {
-            let i = ((t - first) / bucket) as usize;
+            let i = ((i128::from(*t) - i128::from(first)) / i128::from(bucket)) as usize;
+            let i = i.min(n - 1);
             calls[i] += 1;
             errors[i] += u64::from(*err);
         }
@@ -255,13 +259,49 @@ impl Agg {
     }
 }
 
-/// `map[key]`, inserted as default when missing, without allocating for a present key
-/// (most lines repeat a handful of tools, actions and builds).
+/// The timeline's bucket (ms) and number of buckets for times `first..=last`: whole
+/// seconds per bucket, at least one, so the span fits in `TIMELINE_BUCKETS` (+1) bars.
+/// Computed in `i128`: the span of two `i64` times is not always an `i64`.
+fn buckets(first: i64, last: i64) -> (i64, usize) {
+    let span = i128::from(last) - i128::from(first);
+    let bucket = (span / i128::from(TIMELINE_BUCKETS) / 1000 + 1) * 1000;
+    let n = span / bucket + 1;
+    // The widest span (2^64 ms) makes a bucket of about 3.8e17 ms: an `i64`.
+    (i64::try_from(bucket).unwrap_or(i64::MAX), n as usize)
+}
+
+/// `map[key]` (the key cut and bounded by `stats::key_in`), inserted as default when
+/// missing, without allocating for a present key (most lines repeat a handful of tools,
+/// actions and builds).
 fn entry<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> &'m mut V {
-    if !map.contains_key(key) {
+    let key = key_in(map, key);
+    if !map.contains_key(key.as_ref()) {
         map.insert(key.to_string(), V::default());
     }
-    map.get_mut(key).expect("inserted above")
+    map.get_mut(key.as_ref()).expect("inserted above")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_hold_any_span_of_i64_times() {
+        for (first, last) in [
+            (0, 0),
+            (i64::MIN, i64::MAX),
+            (i64::MIN, 0),
+            (0, i64::MAX),
+            (i64::MAX, i64::MAX),
+            (1_700_000_000_000, 1_700_000_047_999),
+        ] {
+            let (bucket, n) = buckets(first, last);
+            assert!(bucket >= 1000 && n >= 1, "{first}..{last}");
+            assert!(n <= TIMELINE_BUCKETS as usize + 1, "{first}..{last}: {n}");
+            let span = i128::from(last) - i128::from(first);
+            assert!(span < i128::from(bucket) * n as i128, "{first}..{last}");
+        }
+    }
 }
 
 impl Http {

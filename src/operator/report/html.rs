@@ -152,7 +152,8 @@ fn timeline(out: &mut String, r: &Value) {
     };
     let labels: Vec<String> = (0..calls.len())
         .map(|i| {
-            let iso = crate::usage::period::iso(start + bucket * i as i64);
+            let at = start.saturating_add(bucket.saturating_mul(i as i64));
+            let iso = crate::usage::period::iso(at);
             iso.get(11..16).unwrap_or("").to_string()
         })
         .collect();

@@ -272,10 +272,10 @@ pub fn run(args: &ReportArgs, configured: Option<&Path>, now_ms: i64) -> Result<
         .ok_or("no usage log to read: pass --log PATH or set WINX_USAGE_LOG")?;
     let filters = Filters {
         last: args.last,
-        since_ms: args
-            .since_minutes
-            .filter(|m| *m > 0)
-            .map(|m| now_ms - (m as i64).saturating_mul(60_000)),
+        since_ms: args.since_minutes.filter(|m| *m > 0).map(|m| {
+            let m = i64::try_from(m).unwrap_or(i64::MAX);
+            now_ms.saturating_sub(m.saturating_mul(60_000))
+        }),
         build: args.build.clone(),
     };
     let report = build(path, &filters)?;

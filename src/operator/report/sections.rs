@@ -6,7 +6,7 @@
 //! `unknown` count, never to a zero bucket or a sample.
 
 use super::line::Line;
-use super::stats::{Counter, Samples};
+use super::stats::{Counter, MAX_KEYS, OTHER, Samples, cut};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -236,7 +236,8 @@ impl Observations {
     }
 }
 
-/// Workflow calls (`workflow_schema=1`) by tool, action and backend.
+/// Workflow calls (`workflow_schema=1`) by tool, action and backend: at most `MAX_KEYS`
+/// groups, the rest in one `(other)` group.
 #[derive(Default)]
 pub struct Workflows {
     groups: BTreeMap<(String, String, String), Workflow>,
@@ -260,11 +261,14 @@ impl Workflows {
         if l.workflow_schema.u64() != Some(1) {
             return;
         }
-        let key = (
-            l.tool.str().unwrap_or("unknown").to_string(),
-            l.action.str().unwrap_or("unknown").to_string(),
-            l.backend.str().unwrap_or("native").to_string(),
+        let mut key = (
+            cut(l.tool.str().unwrap_or("unknown")).into_owned(),
+            cut(l.action.str().unwrap_or("unknown")).into_owned(),
+            cut(l.backend.str().unwrap_or("native")).into_owned(),
         );
+        if self.groups.len() >= MAX_KEYS && !self.groups.contains_key(&key) {
+            key = (OTHER.into(), OTHER.into(), OTHER.into());
+        }
         let w = self.groups.entry(key).or_default();
         w.calls += 1;
         w.latency.add(l.duration_ms.f64());

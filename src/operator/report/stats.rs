@@ -1,11 +1,49 @@
 //! Small aggregates for the report: samples with nearest-rank percentiles, counters by
-//! label, and the fixed latency buckets the HTML histograms draw.
+//! label, the fixed latency buckets the HTML histograms draw, and the bound on distinct
+//! labels.
 //!
 //! Invariant: a missing observation is never a sample; an aggregate of no samples is
-//! `null` (unknown), not zero.
+//! `null` (unknown), not zero. No map keyed by a label from the log holds more than
+//! `MAX_KEYS` of them or a label longer than `MAX_LABEL_BYTES`: a crafted log of many
+//! distinct names costs the report (and its page) no more than a few dozen rows.
 
 use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+
+/// Distinct labels one map keeps (tools, actions, builds, each counter), besides `OTHER`:
+/// far more than
+/// winx writes (a dozen tools, a few dozen error codes), few enough for a readable page.
+pub const MAX_KEYS: usize = 64;
+/// The row that counts every label past `MAX_KEYS` (parenthesised: no tool, code or
+/// status is named so).
+pub const OTHER: &str = "(other)";
+/// Longest label kept, in bytes (cut at a character boundary, marked with `…`): winx's
+/// names are short; a line may be up to 1 MiB.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// The key `label` is counted under in `map`: itself (cut to `MAX_LABEL_BYTES`) when
+/// present or when `map` has room, else `OTHER`.
+pub fn key_in<'l, V>(map: &BTreeMap<String, V>, label: &'l str) -> Cow<'l, str> {
+    let label = cut(label);
+    if map.len() < MAX_KEYS || map.contains_key(label.as_ref()) {
+        label
+    } else {
+        Cow::Borrowed(OTHER)
+    }
+}
+
+/// `label`, at most `MAX_LABEL_BYTES` (with `…` when cut).
+pub fn cut(label: &str) -> Cow<'_, str> {
+    if label.len() <= MAX_LABEL_BYTES {
+        return Cow::Borrowed(label);
+    }
+    let mut end = MAX_LABEL_BYTES;
+    while !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &label[..end]))
+}
 
 /// Upper bounds (ms) of the latency histogram buckets; the last bucket is open-ended.
 pub const LATENCY_BUCKETS_MS: [f64; 12] = [
@@ -89,11 +127,13 @@ pub fn round3(v: f64) -> f64 {
 pub struct Counter(BTreeMap<String, u64>);
 
 impl Counter {
+    /// Count `label` (past `MAX_KEYS` distinct labels, under `OTHER`).
     pub fn add(&mut self, label: &str) {
-        match self.0.get_mut(label) {
+        let key = key_in(&self.0, label);
+        match self.0.get_mut(key.as_ref()) {
             Some(n) => *n += 1,
             None => {
-                self.0.insert(label.to_string(), 1);
+                self.0.insert(key.into_owned(), 1);
             }
         }
     }
@@ -140,5 +180,26 @@ mod tests {
         c.add("a");
         c.add("a");
         assert_eq!(c.to_json(), json!({"a": 2, "unknown": 1}));
+    }
+
+    #[test]
+    fn distinct_labels_are_bounded_in_number_and_length() {
+        let mut c = Counter::default();
+        for i in 0..1000 {
+            c.add(&format!("code-{i}"));
+        }
+        c.add("code-0");
+        let j = c.to_json();
+        let m = j.as_object().unwrap();
+        // MAX_KEYS labels, then OTHER for every later one.
+        assert_eq!(m.len(), MAX_KEYS + 1);
+        assert_eq!(m["code-0"], 2);
+        assert_eq!(m[OTHER], 1000 - MAX_KEYS as u64);
+        assert_eq!(c.total(), 1001);
+        let long = "é".repeat(100);
+        let cut_label = cut(&long);
+        assert!(cut_label.len() <= MAX_LABEL_BYTES + '…'.len_utf8());
+        assert!(cut_label.ends_with('…'));
+        assert_eq!(cut("short"), "short");
     }
 }
