@@ -460,3 +460,107 @@ fn a_killed_winxd_is_back_after_the_very_next_call() {
     );
     assert_eq!(d["guardians"]["count"], 1, "{d}");
 }
+
+/// The binary run to completion in its own HOME, state and runtime directories.
+fn cli(args: &[&str]) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let env = support::isolated_env(&dir.path().join("home"), &dir.path().join("state"), &run);
+    support::command(&env)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Issue 37 item 12: `--help` lists every verb, the agent family with `--paste`; every
+/// `<verb> --help` prints help with exit 0 (it was exit 2, "invalid option").
+#[test]
+fn every_verb_has_help_and_the_top_level_help_lists_them() {
+    let out = cli(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for verb in [
+        "serve",
+        "list",
+        "attach",
+        "prune",
+        "kill",
+        "restart-daemon",
+        "doctor",
+        "report",
+        "agent capabilities",
+        "agent send",
+        "agent admit",
+        "agent request",
+        "--paste",
+    ] {
+        assert!(
+            help.contains(&format!("winx-code-agent {verb}")) || help.contains(verb),
+            "{verb} missing from --help:\n{help}"
+        );
+    }
+    for verb in [
+        "list",
+        "attach",
+        "prune",
+        "kill",
+        "restart-daemon",
+        "doctor",
+        "report",
+        "agent",
+    ] {
+        for flag in ["--help", "-h"] {
+            let out = cli(&[verb, flag]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{verb} {flag}: {out:?}");
+            assert!(
+                text.starts_with("Usage: winx-code-agent"),
+                "{verb} {flag}: {text}"
+            );
+        }
+    }
+    let out = cli(&["agent", "send", "zola", "--help"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--paste"));
+}
+
+/// Issue 37 item 12: a negative or non-numeric `--final-timeout-ms` is an `invalid`
+/// receipt on stdout (exit 2), as admission answers every other refused input; it was a
+/// usage error on stderr.
+#[test]
+fn a_bad_final_timeout_is_an_invalid_receipt() {
+    let id = "123e4567-e89b-42d3-a456-426614174000";
+    for bad in ["-1", "soon", "1.5"] {
+        for args in [
+            vec!["agent", "send", "zola", "hello", "--final-timeout-ms", bad],
+            vec![
+                "agent",
+                "admit",
+                "zola",
+                "--incarnation",
+                "i",
+                "--request-id",
+                id,
+                "--final-timeout-ms",
+                bad,
+                "hello",
+            ],
+        ] {
+            let out = cli(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+            let receipt: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{args:?}: {e}: {out:?}"));
+            assert_eq!(receipt["receipt_class"], "invalid", "{receipt}");
+            assert_eq!(receipt["prompt_written"], false, "{receipt}");
+            assert!(
+                receipt["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("--final-timeout-ms")
+            );
+        }
+    }
+}

@@ -19,6 +19,9 @@ pub struct SendArgs {
     pub exact_agent_id: bool,
     /// `--paste typed`: no bracketed-paste framing.
     pub typed: bool,
+    /// A `--final-timeout-ms` that is not a whole number: an admission refusal (an
+    /// `invalid` receipt), not a usage error.
+    pub bad_final_timeout: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,8 +63,9 @@ pub enum AgentCommand {
 }
 
 const USAGE: &str = "agent capabilities | catalog | send TARGET MESSAGE [--return-final] \
-[--request-id UUID] [--final-timeout-ms N] | admit TARGET --incarnation INC --request-id ID \
-[--return-final] [--final-timeout-ms N] [--exact-agent-id] MESSAGE | request get ID | \
+[--request-id UUID] [--final-timeout-ms N] [--paste bracketed|typed] | admit TARGET \
+--incarnation INC --request-id ID [--return-final] [--final-timeout-ms N] [--exact-agent-id] \
+[--paste bracketed|typed] MESSAGE | request get ID | \
 request cancel ID | request watch [--after N] [--once] | app-server start [--cwd DIR] \
 [--command PROG ARGS…]";
 
@@ -87,9 +91,10 @@ pub fn parse(rest: Vec<OsString>) -> Result<AgentCommand, UsageError> {
             }
             Long("final-timeout-ms") if matches!(sub, "send" | "admit") => {
                 let v = text(p.value().map_err(usage)?)?;
-                a.final_timeout_ms = v.parse().map_err(|_| {
-                    usage("--final-timeout-ms takes a whole number of milliseconds")
-                })?;
+                match v.parse() {
+                    Ok(ms) => a.final_timeout_ms = ms,
+                    Err(_) => a.bad_final_timeout = Some(v),
+                }
             }
             Long("paste") if matches!(sub, "send" | "admit") => {
                 a.typed = match text(p.value().map_err(usage)?)?.as_str() {
@@ -220,7 +225,11 @@ mod tests {
             p(&["admit", "zola", "do it"]).is_err(),
             "incarnation and id are required"
         );
-        assert!(p(&["send", "zola", "x", "--final-timeout-ms", "-1"]).is_err());
+        let Ok(AgentCommand::Send(a)) = p(&["send", "zola", "x", "--final-timeout-ms", "-1"])
+        else {
+            panic!("a bad timeout is the receipt's to refuse")
+        };
+        assert_eq!(a.bad_final_timeout.as_deref(), Some("-1"));
         assert!(p(&["request", "watch", "--after", "-3"]).is_err());
         assert_eq!(
             p(&["request", "watch", "--after", "42", "--once"]),

@@ -31,6 +31,19 @@ Usage:
   winx-code-agent report [--log P] [--last N] [--since-minutes M] [--build B]
                          [--format json|html]
                                        usage log aggregation and audit (read-only)
+  winx-code-agent agent capabilities | catalog
+                                       the admission API; Codex agents in winx sessions
+  winx-code-agent agent send TARGET MESSAGE [--return-final] [--request-id UUID]
+                         [--final-timeout-ms N] [--paste bracketed|typed]
+                                       prompt an agent (may steer a busy one)
+  winx-code-agent agent admit TARGET --incarnation INC --request-id UUID [--return-final]
+                         [--final-timeout-ms N] [--exact-agent-id] [--paste bracketed|typed]
+                         MESSAGE       prompt an idle agent at most once (orchestrators)
+  winx-code-agent agent request get ID | cancel ID | watch [--after N] [--once]
+                                       return-final requests and their terminal events
+  winx-code-agent agent app-server start [--cwd DIR] [--command PROG ARGS...]
+                                       start a managed Codex app-server target
+  winx-code-agent <verb> --help        one verb's usage
 
 Options:
   --tool-profile <PROFILE>   catalog profile: full (default), coding, read-only, terminal

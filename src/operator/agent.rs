@@ -123,6 +123,9 @@ fn in_sessions(config: &Config) -> Result<Vec<Located>, OpError> {
 }
 
 fn send(config: &Config, a: SendArgs, authoritative: bool) -> Result<ExitCode, OpError> {
+    if let Some(raw) = &a.bad_final_timeout {
+        return Ok(refused_timeout(&a, raw));
+    }
     let store = open_store(config)?;
     // A daemon that cannot be reached lists no agents: the receipt says unavailable.
     let mut all = in_sessions(config).unwrap_or_default();
@@ -168,6 +171,40 @@ fn send(config: &Config, a: SendArgs, authoritative: bool) -> Result<ExitCode, O
     }
     line(&v);
     Ok(ExitCode::from(receipt.receipt_class.exit_code()))
+}
+
+/// A `--final-timeout-ms` that is no whole number (negative, a fraction, a word): an
+/// `invalid` receipt on stdout, as admission answers every other refused input; nothing
+/// is looked up, registered or written.
+fn refused_timeout(a: &SendArgs, raw: &str) -> ExitCode {
+    use crate::requests::receipt::{Class, Receipt};
+    let max = requests::MAX_FINAL_TIMEOUT_MS;
+    let r = Receipt {
+        receipt_version: requests::CAPABILITIES_VERSION,
+        receipt_class: Class::Invalid,
+        prompt_written: Some(false),
+        request_id: a.request_id.clone().unwrap_or_default(),
+        agent_id: a.target.clone(),
+        incarnation: a.incarnation.clone().unwrap_or_default(),
+        return_mode: if a.return_final { "final" } else { "none" }.into(),
+        reply_pending: false,
+        paste_mode: if a.typed {
+            PasteMode::Typed
+        } else {
+            PasteMode::Bracketed
+        }
+        .as_str()
+        .into(),
+        final_timeout_ms: 0,
+        correlation: None,
+        detail: format!(
+            "--final-timeout-ms takes a whole number of milliseconds 0..={max} (0: no \
+             deadline); got {raw:?}"
+        ),
+        replayed: false,
+    };
+    line(&r.to_json());
+    ExitCode::from(Class::Invalid.exit_code())
 }
 
 /// How long `send` waits for the rollout to show the prompt's turn.

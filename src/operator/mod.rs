@@ -1,9 +1,11 @@
 //! Operator commands (`list`, `attach`, `prune`, `kill`, `restart-daemon`, `doctor`): thin
 //! clients of winxd and the guardians. `list` and `doctor` print JSON for `jq`. `report`
-//! reads the usage log offline (no winxd, no writer).
+//! reads the usage log offline (no winxd, no writer); `agent` drives Codex agents and
+//! return-final requests; `help` is each verb's `--help`.
 
 mod agent;
 mod doctor;
+pub mod help;
 pub mod report;
 
 use crate::config::Config;

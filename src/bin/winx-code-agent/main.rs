@@ -26,6 +26,13 @@ fn adapter(args: std::env::ArgsOs) -> ExitCode {
     winx::alloc::single_arena();
     winx::process::survive_file_size_limit();
     winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
+    let args: Vec<std::ffi::OsString> = args.collect();
+    // `<verb> --help` (or -h) prints that verb's usage before its parser, which would
+    // refuse an option it does not take.
+    if let Some(help) = winx::operator::help::asked(&args) {
+        print!("{help}");
+        return ExitCode::SUCCESS;
+    }
     let command = match cli::parse(args) {
         Ok(c) => c,
         Err(e) => {
