@@ -564,3 +564,27 @@ fn a_bad_final_timeout_is_an_invalid_receipt() {
         }
     }
 }
+
+/// Issue 37 item 14: a `Host` that names no host is a bad request (RFC 9112 §3.2; an
+/// `http` URI with an empty host is invalid, RFC 9110 §4.2.1): 400, before anything else.
+/// A host-less authority (`:port`, `[]:port`) was 421 (misdirected).
+#[test]
+fn an_empty_host_is_a_bad_request() {
+    let srv = http::Server::start(&[]);
+    let port = srv.addr.port();
+    let ping = serde_json::to_vec(&http::modern("ping", json!({}))).unwrap();
+    let post = |host: &str| {
+        let mut headers = http::modern_headers("ping", None);
+        headers.push(http::h("Host", host));
+        headers.push(http::h("Authorization", &format!("Bearer {}", http::TOKEN)));
+        headers.push(http::h("Content-Type", "application/json"));
+        headers.push(http::h("Accept", "application/json, text/event-stream"));
+        srv.conn().request("POST", "/mcp", &headers, &ping)
+    };
+    for host in ["", " ", &format!(":{port}"), &format!("[]:{port}"), ":"] {
+        let r = post(host);
+        assert_eq!(r.status, 400, "Host {host:?}: {}", r.text());
+    }
+    let r = post(&format!("127.0.0.1:{port}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+}

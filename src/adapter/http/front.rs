@@ -151,7 +151,7 @@ fn admit(
     let bad = |text: &str| reject("bad_request", routes::plain(400, text));
     match (rq.count("Host"), rq.header("Host").map(str::trim)) {
         (0, _) => return bad("missing Host header"),
-        (1, Some(h)) if !h.is_empty() => {
+        (1, Some(h)) if !routes::host_is_empty(h) => {
             if !routes::host_allowed(h, cfg.bind, &cfg.allowed_hosts) {
                 let reply = routes::plain(421, "Host not allowed; see --allowed-host");
                 return reject("host", reply);

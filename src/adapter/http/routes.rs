@@ -68,6 +68,13 @@ fn host_of(authority: &str) -> String {
     }
 }
 
+/// Whether an authority names no host (`""`, `:8000`, `[]:8000`): an `http` URI with an
+/// empty host is invalid (RFC 9110 §4.2.1), so such a `Host` is a bad request (400,
+/// RFC 9112 §3.2), not a misdirected one.
+pub fn host_is_empty(authority: &str) -> bool {
+    host_of(authority).is_empty()
+}
+
 /// Host validation (DNS-rebinding defence): loopback names, the bound IP, and the
 /// configured extra authorities (`host` matches any port, `host:port` only that port).
 /// The port of a loopback `Host` is not checked: port forwarding (`ssh -L 9000:…:8000`)
