@@ -2,15 +2,17 @@
 //! Herdr call — never at startup or by `Initialize` — so a fixed file takes effect without
 //! a restart and a broken one fails only the Herdr calls.
 //!
-//! Invariant: a `Config` exists only for a private (no group/other permission), regular
-//! file of at most `MAX_FILE_BYTES` with no unknown fields, whose executable is an
+//! Invariant: the file is opened with `O_NONBLOCK | O_NOFOLLOW` and judged through its
+//! descriptor, so a FIFO (or a device) at the path never blocks the worker (and its HTTP
+//! slot) that reads it, and a symbolic link is refused. A `Config` exists only for a
+//! private (no group/other permission), regular file of at most `MAX_FILE_BYTES` with no unknown fields, whose executable is an
 //! existing executable regular file, whose socket path is absolute, whose deadline is in
 //! `1..=30000` ms, and whose bindings name canonical workspaces and safe target ids.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub const MAX_FILE_BYTES: u64 = 256 * 1024;
@@ -71,12 +73,26 @@ fn safe_name(s: &str) -> bool {
 
 /// Read and validate the file at `path`.
 pub fn load(path: &Path) -> Result<Config, String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open the file: {e}"))?;
+    // Non-blocking: opening a FIFO for reading would otherwise wait for a writer.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path);
+    let mut f = match opened {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err("it is a symbolic link; name the file itself".into());
+        }
+        Err(e) => return Err(format!("cannot open the file: {e}")),
+    };
     let meta = f
         .metadata()
         .map_err(|e| format!("cannot stat the file: {e}"))?;
     if !meta.is_file() {
-        return Err("it is not a regular file".into());
+        return Err(format!(
+            "it is {}, not a regular file",
+            kind(&meta.file_type())
+        ));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -100,6 +116,17 @@ pub fn load(path: &Path) -> Result<Config, String> {
     }
     let raw: Raw = serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))?;
     validate(raw)
+}
+
+/// What a non-regular file is, for the refusal.
+fn kind(t: &std::fs::FileType) -> &'static str {
+    match () {
+        _ if t.is_dir() => "a directory",
+        _ if t.is_fifo() => "a FIFO",
+        _ if t.is_socket() => "a socket",
+        _ if t.is_char_device() || t.is_block_device() => "a device",
+        _ => "a special file",
+    }
 }
 
 fn validate(raw: Raw) -> Result<Config, String> {
@@ -164,4 +191,42 @@ fn validate(raw: Raw) -> Result<Config, String> {
         deadline_ms,
         bindings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// `load` on another thread, with a bound: a blocking open fails the test, not hangs it.
+    fn load_within(path: &Path) -> Result<Config, String> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(load(&path));
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("load blocked on the path")
+    }
+
+    #[test]
+    fn a_fifo_a_directory_or_a_symlink_is_refused_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("herdr.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = load_within(&fifo).unwrap_err();
+        assert!(e.contains("a FIFO, not a regular file"), "{e}");
+        let e = load_within(tmp.path()).unwrap_err();
+        assert!(e.contains("a directory"), "{e}");
+        let real = tmp.path().join("real.json");
+        std::fs::write(&real, "{}").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = tmp.path().join("link.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = load_within(&link).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        // The regular file itself is read (and judged on its contents).
+        let e = load_within(&real).unwrap_err();
+        assert!(e.contains("invalid JSON"), "{e}");
+    }
 }
