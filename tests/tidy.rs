@@ -278,3 +278,117 @@ fn the_documented_layers_are_the_enforced_ones() {
         "docs/architecture.md's layer block is out of date"
     );
 }
+
+/// One side of a documented limit: a count or size, or a duration in seconds.
+#[derive(Debug, PartialEq)]
+enum Quantity {
+    Number(f64),
+    Seconds(f64),
+}
+
+/// A number as Rust writes it in a constant: literals (`64`, `1_024`, `50.0`) joined by
+/// `*` and `<<`, or `Duration::from_secs|millis|micros(…)` of such a product.
+fn eval_const(expr: &str) -> Option<Quantity> {
+    let expr = expr.trim().trim_start_matches("std::time::");
+    for (ctor, unit) in [
+        ("Duration::from_secs(", 1.0),
+        ("Duration::from_millis(", 1e-3),
+        ("Duration::from_micros(", 1e-6),
+    ] {
+        if let Some(inner) = expr.strip_prefix(ctor).and_then(|e| e.strip_suffix(')')) {
+            return match eval_const(inner)? {
+                Quantity::Number(n) => Some(Quantity::Seconds(n * unit)),
+                Quantity::Seconds(_) => None,
+            };
+        }
+    }
+    let mut value = None;
+    for shifted in expr.split("<<") {
+        let mut product = 1.0;
+        for factor in shifted.split('*') {
+            product *= factor.trim().replace('_', "").parse::<f64>().ok()?;
+        }
+        value = Some(match value {
+            None => product,
+            Some(v) => v * 2f64.powf(product),
+        });
+    }
+    value.map(Quantity::Number)
+}
+
+/// A value as the map writes it: `64 MiB`, `1,024`, `100 ms`, `24 h`.
+fn eval_doc(text: &str) -> Option<Quantity> {
+    let (number, unit) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
+    let n: f64 = number.replace(',', "").parse().ok()?;
+    Some(match unit {
+        "" => Quantity::Number(n),
+        "KiB" => Quantity::Number(n * 1024.0),
+        "MiB" => Quantity::Number(n * 1024.0 * 1024.0),
+        "µs" => Quantity::Seconds(n * 1e-6),
+        "ms" => Quantity::Seconds(n * 1e-3),
+        "s" => Quantity::Seconds(n),
+        "min" => Quantity::Seconds(n * 60.0),
+        "h" => Quantity::Seconds(n * 3600.0),
+        _ => return None,
+    })
+}
+
+/// The limits table in docs/architecture.md quotes the code: each row names a constant by
+/// its module path (`adapter::http::wire::MAX_HEAD_BYTES`), found in `src/<path>.rs` or
+/// `src/<path>/mod.rs`, and its value must be the constant's. An integer constant named
+/// `…_MS` or `…_SECS` is a duration in that unit.
+#[test]
+fn the_documented_constants_are_the_codes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let block = doc
+        .split("<!-- constants -->")
+        .nth(1)
+        .expect("docs/architecture.md has a <!-- constants --> block");
+    let mut wrong = Vec::new();
+    let mut rows = 0;
+    for line in block.lines().filter(|l| l.starts_with("| `")) {
+        rows += 1;
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (path, documented) = (cells[1].trim_matches('`'), cells[2]);
+        let (module, name) = path.rsplit_once("::").unwrap_or(("", path));
+        let dir = root.join("src").join(module.replace("::", "/"));
+        let text = [dir.with_extension("rs"), dir.join("mod.rs")]
+            .iter()
+            .find_map(|f| fs::read_to_string(f).ok());
+        let Some(text) = text else {
+            wrong.push(format!(
+                "{path}: no module src/{}",
+                module.replace("::", "/")
+            ));
+            continue;
+        };
+        let def = regex_lite::Regex::new(&format!(r"const {name}\s*:[^=]*=([^;]*);")).unwrap();
+        let Some(expr) = def.captures(&text).map(|c| c[1].to_string()) else {
+            wrong.push(format!("{path}: no `const {name}` in that module"));
+            continue;
+        };
+        let code = match eval_const(&expr) {
+            Some(Quantity::Number(n)) if name.ends_with("_MS") => Some(Quantity::Seconds(n / 1e3)),
+            Some(Quantity::Number(n)) if name.ends_with("_SECS") || name.ends_with("_SECONDS") => {
+                Some(Quantity::Seconds(n))
+            }
+            other => other,
+        };
+        match (code, eval_doc(documented)) {
+            (Some(c), Some(d)) if c == d => {}
+            (None, _) => wrong.push(format!("{path}: cannot evaluate `{}`", expr.trim())),
+            (_, None) => wrong.push(format!("{path}: cannot read the value `{documented}`")),
+            _ => wrong.push(format!(
+                "{path}: the map says {documented}, the code `{}`",
+                expr.trim()
+            )),
+        }
+    }
+    assert!(rows > 0, "the <!-- constants --> block lists no constant");
+    assert!(
+        wrong.is_empty(),
+        "docs/architecture.md's limits disagree with src/:\n{}",
+        wrong.join("\n")
+    );
+}
