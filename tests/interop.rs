@@ -263,3 +263,20 @@ fn python_sdk_delegates_to_an_agent_exactly_once() {
     );
     assert!(run.status.success());
 }
+
+/// Issue 37: seed 000's JSON examples, verbatim (placeholders replaced), through the
+/// Python SDK: each accepted by the advertised inputSchema and answered, the flat Agent
+/// form (native prompt, receipt wait, Herdr read) included.
+#[test]
+fn python_sdk_sends_the_seeds_examples_verbatim() {
+    let run = run_named("sdk_seed.py", "auto");
+    let r = report("seed", &run);
+    assert_eq!(
+        r["ok"],
+        true,
+        "seed scenario failed: {}\nstderr:\n{}",
+        serde_json::to_string_pretty(&r).unwrap(),
+        run.stderr
+    );
+    assert!(run.status.success());
+}
