@@ -156,3 +156,47 @@ fn many_distinct_names_are_folded_into_an_other_row() {
     assert!(page < 2 << 20, "the page is {page} bytes");
     assert!(peak < 64 * 1024, "the report reached {peak} KiB");
 }
+
+/// Issue 36 item 8: a FIFO given as `--log`, or named like a rotated sibling of the log,
+/// is listed as unreadable (not a regular file) instead of blocking the report in `open`;
+/// the regular files beside it are still read. A symbolic link is not followed.
+#[test]
+fn a_fifo_or_a_symlink_named_as_a_log_is_listed_unreadable_without_blocking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mkfifo =
+        |p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let unreadable = |r: &Value| -> Vec<(String, String)> {
+        r["source"]["unreadableFiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| {
+                let s = |k: &str| u[k].as_str().unwrap_or("").to_string();
+                (s("file"), s("error"))
+            })
+            .collect()
+    };
+    let alone = tmp.path().join("alone.jsonl");
+    mkfifo(&alone);
+    let r: Value =
+        serde_json::from_slice(ok(&report(&["--log", alone.to_str().unwrap()]))).unwrap();
+    let u = unreadable(&r);
+    assert_eq!(u.len(), 1, "{u:?}");
+    assert!(u[0].1.contains("a FIFO, not a regular file"), "{u:?}");
+    // A regular active file with a FIFO and a symlink as rotated siblings.
+    let log = write_log(tmp.path(), [tool_call(1, "ReadFiles")]);
+    mkfifo(&tmp.path().join("usage.jsonl.2026-03-01"));
+    std::os::unix::fs::symlink(&log, tmp.path().join("usage.jsonl.2026-02-28")).unwrap();
+    let r: Value = serde_json::from_slice(ok(&report(&["--log", &log]))).unwrap();
+    assert_eq!(r["counts"]["toolCalls"], 1, "{}", r["source"]);
+    let u = unreadable(&r);
+    assert_eq!(u.len(), 2, "{u:?}");
+    assert!(
+        u.iter()
+            .any(|(f, e)| f == "usage.jsonl.2026-03-01" && e.contains("FIFO"))
+    );
+    assert!(
+        u.iter()
+            .any(|(f, e)| f == "usage.jsonl.2026-02-28" && e.contains("symbolic"))
+    );
+}

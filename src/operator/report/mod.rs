@@ -6,6 +6,10 @@
 //! the last N of them; auxiliary lines (`tool_started`, `tool_phase`) never count towards
 //! N (seed 000). Malformed and oversized lines are counted and skipped.
 //!
+//! Every file is opened with `O_NONBLOCK | O_NOFOLLOW` and judged through its descriptor:
+//! a FIFO, device, directory or symbolic link named like a log is listed as unreadable,
+//! never waited on or followed.
+//!
 //! Invariant: the report never opens the usage writer and never creates, appends to,
 //! renames or prunes a file.
 
@@ -22,6 +26,7 @@ use line::Kind;
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A line longer than this is not one the writer produced (its lines are a few hundred
@@ -178,7 +183,7 @@ pub fn build(path: &Path, filters: &Filters) -> Result<Value, String> {
     let mut files: Vec<(PathBuf, File)> = Vec::new();
     let mut unreadable = Vec::new();
     for p in paths {
-        match File::open(&p) {
+        match open_regular(&p) {
             Ok(f) => files.push((p, f)),
             Err(e) => unreadable.push(json!({"file": name(&p), "error": e.to_string()})),
         }
@@ -254,6 +259,36 @@ pub fn build(path: &Path, filters: &Filters) -> Result<Value, String> {
     report["reportSchema"] = json!(1);
     report["usageSchema"] = json!(crate::usage::event::USAGE_SCHEMA);
     Ok(report)
+}
+
+/// Open `path` for reading if it is a regular file, without blocking (a FIFO would wait
+/// for a writer in `open`) and without following a symbolic link.
+fn open_regular(path: &Path) -> std::io::Result<File> {
+    use std::io::{Error, ErrorKind};
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path);
+    let f = match opened {
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            let why = "a symbolic link; pass the file it points to";
+            return Err(Error::new(ErrorKind::InvalidInput, why));
+        }
+        other => other?,
+    };
+    let t = f.metadata()?.file_type();
+    if t.is_file() {
+        return Ok(f);
+    }
+    let kind = match () {
+        _ if t.is_dir() => "a directory",
+        _ if t.is_fifo() => "a FIFO",
+        _ if t.is_socket() => "a socket",
+        _ if t.is_char_device() || t.is_block_device() => "a device",
+        _ => "a special file",
+    };
+    let why = format!("{kind}, not a regular file; the report reads only regular files");
+    Err(Error::new(ErrorKind::InvalidInput, why))
 }
 
 /// A file's name, without its directory (the report names files, not paths).
