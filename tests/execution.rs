@@ -313,7 +313,15 @@ fn consecutive_commands_are_recorded_by_one_parked_watcher() {
     for i in 0..3 {
         let id = id_of(&a.bash(&s, json!({"command": format!("echo {i}")})));
         until_recorded(&mut a, &s, &id);
-        seen.push(watcher_threads(a.pid()));
+        // The watcher may be started after the record is complete (a loaded machine
+        // delays its thread): wait for it rather than sample once.
+        let pid = a.pid();
+        seen.push(support::wait::eventually(
+            support::wait::Deadline::hard("a history watcher"),
+            "one history-watch thread",
+            || watcher_threads(pid),
+            |w| !w.is_empty(),
+        ));
     }
     assert!(
         seen.iter().all(|w| w.len() == 1 && *w == seen[0]),
