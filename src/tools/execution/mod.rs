@@ -384,7 +384,7 @@ fn list(x: &Ctx, limit: usize) -> Result<ToolOutput, ToolError> {
 
 fn get(x: &Ctx, id: &str) -> Result<ToolOutput, ToolError> {
     let r = fresh(x, id)?;
-    let text = format!("{}\ncwd: {}\n", view::line(&r), r.cwd);
+    let text = format!("{}\ncwd: {}\n", view::line(&r), view::display(&r.cwd));
     Ok(done(x.tool, format!("get: {id}"), text, view::full(&r)))
 }
 
