@@ -132,6 +132,7 @@ pub fn survive_file_size_limit() {
     );
     // SAFETY: the handler does nothing, so it is async-signal-safe.
     if let Err(e) =
+        // SAFETY: SIG_IGN installs no handler, so no handler can run unsafe code.
         unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGXFSZ, &action) }
     {
         log::warn!("SIGXFSZ handler: {e}");
@@ -145,7 +146,7 @@ mod tests {
     /// Only the calling thread is lowered; the others keep their priority.
     #[test]
     fn a_background_thread_alone_runs_lower() {
-        // SAFETY (getpriority): reads the calling thread's nice value.
+        // SAFETY: getpriority(2) passes no memory; it reads the calling thread's nice value.
         let nice = || unsafe { nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0) };
         let before = nice();
         let lowered = std::thread::spawn(move || {

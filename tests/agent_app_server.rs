@@ -147,6 +147,7 @@ impl App {
     }
 
     fn signal(&self, host: bool, sig: i32) {
+        // SAFETY: kill(2) passes no memory.
         unsafe { nix::libc::kill(self.pid(host), sig) };
     }
 }

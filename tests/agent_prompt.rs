@@ -188,7 +188,10 @@ fn a_receipt_outlives_the_adapter_and_a_reset_changes_its_generation() {
     let (id, log) = start_fake(&mut a, &s, "codex");
     let r = agent(&mut a, &s, prompt(&id, "keep", "work:300 survive", 0.0));
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let mut b = restart_adapter(&a, "daemon");
     let s = b.first_call();
     let w = json!({"type": "wait", "target": id, "prompt_id": "keep", "timeout_seconds": 15});
@@ -221,7 +224,10 @@ fn an_adapter_killed_before_the_answer_leaves_an_uncertain_receipt() {
     let guardians = processes_mentioning(&a.dir.path().join("run/winx/g"));
     assert_eq!(guardians.len(), 1, "{guardians:?}");
     // The guardian cannot answer: the adapter claims the receipt and waits.
-    unsafe { nix::libc::kill(guardians[0], nix::libc::SIGSTOP) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guardians[0]),
+        nix::sys::signal::Signal::SIGSTOP,
+    );
     let args = json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"],
                       "action": prompt(&id, "cut", "work:100 maybe", 0.0)});
     a.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
@@ -243,8 +249,14 @@ fn an_adapter_killed_before_the_answer_leaves_an_uncertain_receipt() {
         },
         |d| d.as_deref() == Some("uncertain"),
     );
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
-    unsafe { nix::libc::kill(guardians[0], nix::libc::SIGCONT) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guardians[0]),
+        nix::sys::signal::Signal::SIGCONT,
+    );
     let mut b = restart_adapter(&a, "daemon");
     let s = b.first_call();
     let w = json!({"type": "wait", "target": id, "prompt_id": "cut", "timeout_seconds": 1});

@@ -352,7 +352,10 @@ fn a_killed_observer_leaves_an_indeterminate_request() {
         })
         .collect();
     assert_eq!(observer.len(), 1, "one observer process");
-    unsafe { nix::libc::kill(observer[0], nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(observer[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let d = Deadline::after("observer gone", Duration::from_secs(10));
     let g = eventually(
         d,

@@ -29,7 +29,10 @@ fn the_shell_survives_an_adapter_sigkill() {
         &s,
         json!({"command": "cd /tmp && export WINX_TEST_MARK=kept"}),
     );
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let mut b = restart_adapter(&a, "daemon");
     let again = b.first_call();
     assert_eq!(again["data"]["shell"]["pid"], pid, "{again}");
@@ -55,7 +58,10 @@ fn a_running_command_keeps_running_across_adapters() {
         json!({"wait_for_seconds": 0}),
     );
     assert_eq!(r["structuredContent"]["status"], "running");
-    unsafe { nix::libc::kill(a.pid() as i32, nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let mut b = restart_adapter(&a, "daemon");
     let again = b.first_call();
     assert!(again["data"]["shell"]["running"].is_string(), "{again}");
@@ -76,7 +82,10 @@ fn guardians_survive_winxd_and_winxd_is_respawned() {
     let pid = s["data"]["shell"]["pid"].clone();
     let daemons = winxd_pids(&a);
     assert_eq!(daemons.len(), 1, "{daemons:?}");
-    unsafe { nix::libc::kill(daemons[0], nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemons[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     // The existing session is reached directly through its guardian socket.
     let r = a.bash(&s, json!({"command": "echo $$"}));
     assert!(text(&r).starts_with(&format!("{pid}\n")));
@@ -127,7 +136,10 @@ fn a_killed_guardian_is_reported_and_reset_recovers() {
     let s = a.first_call();
     let guardians = processes_mentioning(&a.dir.path().join("run/winx/g"));
     assert_eq!(guardians.len(), 1, "{guardians:?}");
-    unsafe { nix::libc::kill(guardians[0], nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guardians[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let r = a.bash(&s, json!({"command": "echo hi"}));
     assert_eq!(
         r["structuredContent"]["errorCode"], "shell_unavailable",
@@ -270,7 +282,10 @@ fn a_killed_winxd_is_brought_back_by_the_next_call() {
     let pid = s["data"]["shell"]["pid"].clone();
     let daemons = winxd_pids(&a);
     assert_eq!(daemons.len(), 1, "{daemons:?}");
-    unsafe { nix::libc::kill(daemons[0], nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemons[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     eventually(
         Deadline::hard("winxd gone"),
         "the killed winxd is gone",
@@ -400,7 +415,10 @@ struct KillOnDrop(Vec<i32>);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         for &pid in &self.0 {
-            unsafe { nix::libc::kill(pid, nix::libc::SIGKILL) };
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
 }

@@ -187,6 +187,7 @@ fn shutdown_ends_every_thread_and_exits_zero() {
     );
     let lock = std::fs::File::open(d.dir.path().join("run/winxd.lock")).unwrap();
     assert_eq!(
+        // SAFETY: flock(2) on a descriptor this test owns; no memory is passed.
         unsafe { nix::libc::flock(lock.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB) },
         0,
         "the lock is free once Shutdown is answered"

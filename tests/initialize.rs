@@ -179,7 +179,10 @@ fn bindings_survive_an_adapter_restart() {
     let state = first.state.clone();
     let workspace = first.workspace.clone();
     // SIGKILL: no chance to flush anything that was not already durable.
-    unsafe { nix::libc::kill(first.pid() as i32, nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let mut second = Agent::spawn_with(Opts {
         state: Some(state.clone()),
         workspace: Some(workspace.clone()),

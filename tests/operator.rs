@@ -294,7 +294,10 @@ fn a_dead_guardian_is_reported_gone_and_its_socket_removed() {
     let mut a = Agent::spawn();
     a.first_call();
     let g = processes_mentioning(&a.dir.path().join("run/winx/g"));
-    unsafe { nix::libc::kill(g[0], nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(g[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let sockets = |a: &Agent| {
         std::fs::read_dir(a.dir.path().join("run/winx/g"))
             .unwrap()

@@ -434,7 +434,10 @@ fn a_killed_winxd_is_back_after_the_very_next_call() {
     let winxd = a.dir.path().join("run/winx/winxd.sock");
     let daemons = support::processes_mentioning(&winxd);
     assert_eq!(daemons.len(), 1, "{daemons:?}");
-    unsafe { nix::libc::kill(daemons[0], nix::libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemons[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     eventually(
         Deadline::hard("winxd gone"),
         "the killed winxd is gone",

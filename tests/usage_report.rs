@@ -180,7 +180,10 @@ fn output_within(mut cmd: Command) -> Output {
     match rx.recv_timeout(HARD_TIMEOUT * 3) {
         Ok(out) => out.unwrap(),
         Err(_) => {
-            unsafe { nix::libc::kill(pid as i32, nix::libc::SIGKILL) };
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             panic!("chromium did not finish in time");
         }
     }

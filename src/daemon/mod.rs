@@ -83,6 +83,7 @@ pub fn start(
     // only after the winner listens, so its starter's connect finds the socket.
     let gate = gate(&dir).map_err(|e| format!("start gate: {e}"))?;
     let lock = private_file(&dir.join("winxd.lock")).map_err(|e| format!("open lock file: {e}"))?;
+    // SAFETY: flock(2) on a descriptor `lock` owns; no memory is passed.
     if unsafe { nix::libc::flock(lock.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB) } != 0 {
         return Ok(Started::AlreadyRunning);
     }
@@ -120,6 +121,7 @@ fn private_file(path: &Path) -> std::io::Result<fs::File> {
 pub(crate) fn gate(dir: &Path) -> std::io::Result<fs::File> {
     let f = private_file(&dir.join("winxd.start"))?;
     loop {
+        // SAFETY: flock(2) on a descriptor `f` owns; no memory is passed.
         if unsafe { nix::libc::flock(f.as_raw_fd(), nix::libc::LOCK_EX) } == 0 {
             return Ok(f);
         }

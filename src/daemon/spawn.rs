@@ -92,7 +92,10 @@ pub fn guardian(
     match outcome {
         Ok(()) => Ok(pid),
         Err(e) => {
-            unsafe { nix::libc::kill(pid as i32, nix::libc::SIGKILL) };
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             Err(e)
         }
     }

@@ -65,6 +65,7 @@ impl Looks {
     /// between two looks shows a different system call (or is running) the second time.
     pub fn probe(&mut self, pid: i32, master: RawFd) -> Idle {
         // SAFETY (tcgetpgrp): an ioctl on an fd we own; a pty master answers for its slave.
+        // SAFETY: tcgetpgrp(3) on the session's PTY master; no memory is passed.
         let foreground = || unsafe { libc::tcgetpgrp(master) } == pid;
         if !foreground() {
             return Idle::No;
@@ -163,6 +164,7 @@ fn slave_name(master: RawFd) -> Option<String> {
     if r != 0 {
         return None;
     }
+    // SAFETY: `buf` is NUL-terminated (see above) and outlives `s`.
     let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
     Some(s.to_string_lossy().into_owned())
 }

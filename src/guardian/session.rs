@@ -508,7 +508,7 @@ impl Session {
             pty::signal_group(self.shell.pid, nix::libc::SIGHUP);
             pty::signal_group(self.shell.pid, nix::libc::SIGKILL);
             // The group is gone; reap the leader so it does not linger as a zombie.
-            unsafe { nix::libc::waitpid(self.shell.pid, std::ptr::null_mut(), 0) };
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.shell.pid), None);
             self.shell.alive = false;
         }
     }
@@ -568,7 +568,7 @@ impl Session {
         let slots = super::slots::dir_for(&self.spec.session_dir);
         for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {
             pty::signal_group(b.pid, nix::libc::SIGKILL);
-            unsafe { nix::libc::waitpid(b.pid, std::ptr::null_mut(), 0) };
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(b.pid), None);
             b.exec.finish(None);
             super::slots::release(&slots, b.pid);
         }

@@ -20,7 +20,10 @@ pub fn dir_for(session_dir: &Path) -> PathBuf {
 }
 
 fn alive(pid: i32) -> bool {
-    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+    matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Ok(()) | Err(nix::errno::Errno::EPERM)
+    )
 }
 
 /// Run `start` (which spawns and returns the new pid) only if a slot is free; the slot is
@@ -38,6 +41,7 @@ pub fn with_slot<T>(
         .open(dir.join(".lock"))
         .map_err(|e| Some(e.to_string()))?;
     // Blocking: the critical section is a directory scan and one spawn.
+    // SAFETY: flock(2) on a descriptor `lock` owns; no memory is passed.
     unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
     let mut live = 0;
     for e in fs::read_dir(dir)

@@ -145,6 +145,8 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
     if pid == 0 {
         // Child. New session so the PTY becomes the controlling terminal; default signal
         // dispositions and an empty mask, because the server may ignore or block some.
+        // SAFETY: between fork and exec only async-signal-safe calls on descriptors and
+        // C strings prepared before the fork (nothing allocates or takes a lock).
         unsafe {
             libc::setsid();
             libc::ioctl(slave_fd, libc::TIOCSCTTY as _, 0);
@@ -184,7 +186,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
             _ => "execve",
         };
         // Reap the child that already exited.
-        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
         return Err(SpawnError::Exec { step, errno });
     }
     set_nonblocking(pty.master.as_raw_fd());
@@ -196,6 +198,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
 
 /// Report `step` and errno on the status pipe, then exit without running destructors.
 unsafe fn child_fail(fd: RawFd, step: u8) -> ! {
+    // SAFETY: errno, write(2) and _exit(2) are async-signal-safe; `msg` is a local array.
     unsafe {
         let e = *libc::__errno_location();
         let b = e.to_ne_bytes();
@@ -209,6 +212,7 @@ unsafe fn child_fail(fd: RawFd, step: u8) -> ! {
 fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
     let mut got = 0;
     while got < buf.len() {
+        // SAFETY: reads at most the remaining length of `buf` into it.
         let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
         if n > 0 {
             got += n as usize;
@@ -222,6 +226,7 @@ fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
 /// Write all of `data` to a (non-blocking) PTY master, waiting for room with `poll`.
 pub fn write_all(fd: RawFd, mut data: &[u8]) -> std::io::Result<()> {
     while !data.is_empty() {
+        // SAFETY: writes from `data`, which is valid for `data.len()` bytes.
         let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
         if n >= 0 {
             data = &data[n as usize..];
@@ -236,6 +241,7 @@ pub fn write_all(fd: RawFd, mut data: &[u8]) -> std::io::Result<()> {
                     revents: 0,
                 };
                 // A PTY whose reader is stuck would block us forever; give up after 5 s.
+                // SAFETY: one `pollfd` that lives on this stack frame for the call.
                 let r = unsafe { libc::poll(&mut p, 1, 5_000) };
                 if r == 0 {
                     return Err(std::io::Error::new(
@@ -261,30 +267,25 @@ pub fn poll_in(fd: RawFd) -> libc::pollfd {
 
 /// Send `sig` to the process group led by `pid` (the shell or a background job).
 pub fn signal_group(pid: i32, sig: i32) {
-    unsafe {
-        libc::kill(-pid, sig);
+    if let Ok(sig) = nix::sys::signal::Signal::try_from(sig) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig);
     }
 }
 
 /// Non-blocking reap of one specific child. `Some(code)` once it has exited; signals are
 /// reported as 128 + signal number, as a shell would.
 pub fn try_reap(pid: i32) -> Option<i32> {
-    let mut status = 0;
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    if r != pid {
-        return None;
-    }
-    if libc::WIFEXITED(status) {
-        Some(libc::WEXITSTATUS(status))
-    } else if libc::WIFSIGNALED(status) {
-        Some(128 + libc::WTERMSIG(status))
-    } else {
-        None
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    match waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::Exited(_, code)) => Some(code),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Some(128 + sig as i32),
+        _ => None,
     }
 }
 
 /// Take ownership of a raw fd (for fds created by libc calls).
 pub fn owned(fd: RawFd) -> OwnedFd {
+    // SAFETY: callers pass a descriptor a libc call just created and nothing else owns.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
@@ -330,13 +331,16 @@ mod tests {
         let mut p = poll_in(s.master.as_raw_fd());
         let mut buf = [0u8; 256];
         loop {
+            // SAFETY: one `pollfd` on this frame; a read into `buf` of at most its length.
             unsafe { libc::poll(&mut p, 1, 5_000) };
+            // SAFETY: as above.
             let n = unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) };
             if n <= 0 && nix::Error::last() != nix::Error::EAGAIN {
                 break;
             }
         }
         let mut status = 0;
+        // SAFETY: waitpid(2) writes one int that lives on this frame.
         unsafe { libc::waitpid(s.pid, &mut status, 0) };
         assert_eq!(libc::WEXITSTATUS(status), 7);
     }

@@ -31,6 +31,7 @@ fn monotonic_ns() -> u128 {
         tv_nsec: 0,
     };
     // SAFETY: a valid timespec pointer; CLOCK_MONOTONIC always exists on Linux.
+    // SAFETY: clock_gettime(2) writes one `timespec` that lives on this frame.
     unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_MONOTONIC, &mut t) };
     t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }

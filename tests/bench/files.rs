@@ -135,9 +135,10 @@ impl Sandbox {
     /// group, like tests/support does.
     fn kill_leftovers(&self) {
         for pid in procs_mentioning(self.dir.path()) {
-            unsafe {
-                nix::libc::kill(-pid, nix::libc::SIGKILL);
-                nix::libc::kill(pid, nix::libc::SIGKILL);
+            {
+                use nix::sys::signal::{Signal, kill};
+                let _ = kill(nix::unistd::Pid::from_raw(-pid), Signal::SIGKILL);
+                let _ = kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
             }
         }
     }

@@ -90,15 +90,17 @@ pub fn kill_family() {
             break;
         }
         for (pid, _) in live {
-            // SAFETY: plain kill(2) on pids that are descendants of this process.
-            unsafe {
-                nix::libc::kill(-pid, nix::libc::SIGKILL);
-                nix::libc::kill(pid, nix::libc::SIGKILL);
+            // Descendants of this process: its group, then itself.
+            {
+                use nix::sys::signal::{Signal, kill};
+                let _ = kill(nix::unistd::Pid::from_raw(-pid), Signal::SIGKILL);
+                let _ = kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
             }
         }
         std::thread::yield_now();
     }
     // SAFETY: waitpid on our own (dead) children, without blocking.
+    // SAFETY: waitpid(2) with a null status pointer writes nothing.
     while unsafe { nix::libc::waitpid(-1, std::ptr::null_mut(), nix::libc::WNOHANG) } > 0 {}
 }
 
@@ -211,7 +213,10 @@ impl Drop for Mcp {
     fn drop(&mut self) {
         self.stdin = None;
         // SAFETY: kill(2) of the server's own process group (it was made its leader).
-        unsafe { nix::libc::kill(-(self.child.id() as i32), nix::libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(-(self.child.id() as i32)),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -52,6 +52,7 @@ impl RawBash {
             .stderr(slave());
         // SAFETY: setsid and ioctl only, between fork and exec: a new session whose
         // controlling terminal is the PTY (stdin is already the slave).
+        // SAFETY: setsid and ioctl only, between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
                 nix::libc::setsid();
@@ -120,7 +121,10 @@ impl RawBash {
 
 impl Drop for RawBash {
     fn drop(&mut self) {
-        unsafe { nix::libc::kill(-(self.child.id() as i32), nix::libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(-(self.child.id() as i32)),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -103,9 +103,10 @@ impl Drop for Sandbox {
                 continue;
             };
             if String::from_utf8_lossy(&cmdline).contains(&needle) {
-                unsafe {
-                    nix::libc::kill(-pid, nix::libc::SIGKILL);
-                    nix::libc::kill(pid, nix::libc::SIGKILL);
+                {
+                    use nix::sys::signal::{Signal, kill};
+                    let _ = kill(nix::unistd::Pid::from_raw(-pid), Signal::SIGKILL);
+                    let _ = kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
                 }
             }
         }

@@ -246,9 +246,10 @@ pub fn exec_codex(
     });
     let status = rx.recv_timeout(RUN_LIMIT).ok().and_then(Result::ok);
     if status.is_none() {
-        unsafe {
-            nix::libc::kill(-pid, nix::libc::SIGKILL);
-        }
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
     let [stdout, stderr] = readers.map(|h| h.join().unwrap_or_default());
     let run = Run {

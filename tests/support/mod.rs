@@ -395,9 +395,10 @@ pub fn kill_processes_mentioning(path: &std::path::Path) {
             }
             if mentions(&e.path(), "cmdline") || mentions(&e.path(), "environ") {
                 found = true;
-                unsafe {
-                    nix::libc::kill(-pid, nix::libc::SIGKILL);
-                    nix::libc::kill(pid, nix::libc::SIGKILL);
+                {
+                    use nix::sys::signal::{Signal, kill};
+                    let _ = kill(nix::unistd::Pid::from_raw(-pid), Signal::SIGKILL);
+                    let _ = kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
                 }
             }
         }

@@ -281,29 +281,6 @@ fn entry<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> &'m mut
     map.get_mut(key.as_ref()).expect("inserted above")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buckets_hold_any_span_of_i64_times() {
-        for (first, last) in [
-            (0, 0),
-            (i64::MIN, i64::MAX),
-            (i64::MIN, 0),
-            (0, i64::MAX),
-            (i64::MAX, i64::MAX),
-            (1_700_000_000_000, 1_700_000_047_999),
-        ] {
-            let (bucket, n) = buckets(first, last);
-            assert!(bucket >= 1000 && n >= 1, "{first}..{last}");
-            assert!(n <= TIMELINE_BUCKETS as usize + 1, "{first}..{last}: {n}");
-            let span = i128::from(last) - i128::from(first);
-            assert!(span < i128::from(bucket) * n as i128, "{first}..{last}");
-        }
-    }
-}
-
 impl Http {
     fn correlate(&mut self, http_ms: Option<f64>, tool_ms: Option<f64>) {
         self.correlated += 1;
@@ -325,5 +302,28 @@ impl Http {
             "requestsWithoutToolCall": self.http_waiting.len(),
             "adapterOverheadMs": self.overhead.summary(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_hold_any_span_of_i64_times() {
+        for (first, last) in [
+            (0, 0),
+            (i64::MIN, i64::MAX),
+            (i64::MIN, 0),
+            (0, i64::MAX),
+            (i64::MAX, i64::MAX),
+            (1_700_000_000_000, 1_700_000_047_999),
+        ] {
+            let (bucket, n) = buckets(first, last);
+            assert!(bucket >= 1000 && n >= 1, "{first}..{last}");
+            assert!(n <= TIMELINE_BUCKETS as usize + 1, "{first}..{last}: {n}");
+            let span = i128::from(last) - i128::from(first);
+            assert!(span < i128::from(bucket) * n as i128, "{first}..{last}");
+        }
     }
 }
