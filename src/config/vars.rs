@@ -68,7 +68,7 @@ pub const LOG: Var = Var {
 pub const RUST_LOG: Var = Var {
     name: "RUST_LOG",
     kind: Kind::Log { filters: true },
-    help: "read when WINX_LOG is unset; of `info,tiny_http=warn` the plain level applies",
+    help: "read when WINX_LOG is unset; of `info,winx=debug` the plain level applies",
 };
 pub const WORKERS: Var = Var {
     name: "WINX_WORKERS",
@@ -473,7 +473,7 @@ fn parse_level(v: &str) -> Option<log::LevelFilter> {
     }
 }
 
-/// An env_logger-style filter list (`info,tiny_http=warn`, `winx=debug`, `warn/regex`).
+/// An env_logger-style filter list (`info,winx=debug`, `winx=debug`, `warn/regex`).
 /// We log under one level, so per-target entries cannot be applied as such: the plain
 /// level wins (the most verbose, if several); without one, the most verbose target level,
 /// so nothing asked for is hidden. A bare target name means trace, as in env_logger.
