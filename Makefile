@@ -98,7 +98,7 @@ test:
 		WINX_TEST_HOSTS=$(abspath $(HOSTS)) CARGO="$(CARGO)" MAKE="$(SUBMAKE)" \
 		tests/make_test.sh lint venv node-sdk hosts shells browser ctags
 
-bench:
+bench: hosts
 	$(CARGO) bench --bench stdio
 	$(CARGO) bench --bench shell
 	$(CARGO) bench --bench files
@@ -110,6 +110,10 @@ bench:
 	$(CARGO) bench --bench http
 	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
 	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture
+	# The real Codex TUI in a winx PTY: prints "task_complete to watch: N ms", from Codex
+	# writing a turn's task_complete to the final reaching `agent request watch`.
+	WINX_TEST_HOSTS=$(abspath $(HOSTS)) $(CARGO) test --release --test agent_real_codex \
+		the_real_codex_is_prompted_once -- --nocapture
 
 # `make bench-peers` (not part of `make test`): the same workloads against winx (both
 # runtimes), the original winx-code-agent release and wcgw, next to bash on a raw PTY;
