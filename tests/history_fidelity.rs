@@ -78,3 +78,27 @@ fn the_output_retention_cap_holds_exactly() {
         "{page}"
     );
 }
+
+/// Seed 000: an `observe` shows each item's output once, in its page: the structured
+/// result carries no concatenated copy, while the text block (what other hosts show)
+/// still has every page.
+#[test]
+fn observe_output_appears_once_in_the_item_pages() {
+    let mut a = spawn_with("embedded", &[]);
+    let s = a.first_call();
+    let r = a.bash(&s, json!({"command": "echo observed-once"}));
+    let id = id_of(&r);
+    until_recorded(&mut a, &s, &id);
+    let o = support::history::exec(
+        &mut a,
+        &s,
+        json!({"type": "observe", "items": [{"execution_id": id}]}),
+    );
+    let structured = sc(&o);
+    assert!(structured.get("text").is_none(), "{o}");
+    let page = structured["data"]["items"][0]["page"]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(page.matches("observed-once").count(), 1, "{o}");
+    assert!(text(&o).contains("observed-once"), "{o}");
+}

@@ -157,8 +157,8 @@ impl ToolOutput {
     /// text block verbatim as `text` (the last key: a host that cuts a long result in its
     /// middle keeps the envelope and the text's end, where the tail of an output and the
     /// status line are). The exceptions are results whose `data` already says it all
-    /// (`data.page.text` of an `Execution`/`Agent` read, `data.text` of a Herdr read, a
-    /// completed `CodeMap` answer): nothing is written twice.
+    /// (`data.page.text` of an `Execution`/`Agent` read, `data.text` of a Herdr read, the
+    /// item pages of an `observe`, a completed `CodeMap` answer): nothing is written twice.
     pub fn to_result(&self) -> Value {
         let mut structured = serde_json::to_value(&self.envelope).unwrap_or(Value::Null);
         if !self.data_holds_text()
@@ -196,8 +196,9 @@ impl ToolOutput {
     }
 
     /// Whether `data` already says everything the text block does (see `to_result`): it
-    /// holds the text verbatim, or it is a completed `CodeMap` answer, whose `data` is the
-    /// same outline, map or references structured (its text is their compact rendering).
+    /// holds the text verbatim, it is a completed `CodeMap` answer, whose `data` is the
+    /// same outline, map or references structured (its text is their compact rendering),
+    /// or it is an `observe`, whose items carry their pages.
     fn data_holds_text(&self) -> bool {
         let data = &self.envelope.data;
         let verbatim = [&data["page"]["text"], &data["text"]]
@@ -205,7 +206,16 @@ impl ToolOutput {
             .any(|t| t.as_str() == Some(self.text.as_str()));
         let code_map = self.envelope.tool == CalledTool::Known(ToolName::CodeMap)
             && !self.envelope.status.is_error();
-        verbatim || code_map
+        // An `observe`: each item's page is in `data.items` (seed 000: output appears once,
+        // in the item pages, with no concatenated copy beside them).
+        let history = [ToolName::Execution, ToolName::Agent]
+            .iter()
+            .any(|t| self.envelope.tool == CalledTool::Known(*t));
+        let observe = history
+            && data["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().all(|i| i.get("page").is_some()));
+        verbatim || code_map || observe
     }
 }
 
@@ -221,7 +231,7 @@ impl ToolOutput {
 /// single-type dialect accept it.
 /// What `text` is, once per tool in `tools/list` (so kept short).
 const TEXT_DESCRIPTION: &str =
-    "The text content block, verbatim; absent when data holds it (page.text, text, CodeMap)";
+    "The text content block, verbatim; absent when data holds it (page, items, text, CodeMap)";
 
 pub fn output_schema() -> Value {
     let statuses: Vec<Value> = Status::ALL
@@ -290,6 +300,10 @@ mod tests {
         map.status = Status::InvalidInput;
         out.envelope = map;
         assert_eq!(out.to_result()["structuredContent"]["text"], "page\n");
+        // An observe's items carry their pages.
+        let items = json!({"items": [{"execution_id": "e", "page": {"text": "page\n"}}]});
+        out.envelope = Envelope::completed(ToolName::Execution, "o", items);
+        assert!(out.to_result()["structuredContent"].get("text").is_none());
     }
 
     #[test]
