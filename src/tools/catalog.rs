@@ -369,18 +369,23 @@ fn code_map() -> Value {
 }
 
 /// `action` is an object `{type, …}` or, in the seed's flat form, a string with the
-/// action's fields beside it (each listed here as `{}`: their rules are the action's). One
-/// description for both backends; an `anyOf` per backend or per action would cost far more
-/// of the catalog budget.
+/// action's fields beside it: listed here, typed when they are not strings (hosts that
+/// type an untyped property take it for a string), else `{}`; their rules are the
+/// action's. One description for both backends; an `anyOf` per backend or per action
+/// would cost far more of the catalog budget.
 fn agent() -> Value {
     let mut props = serde_json::Map::new();
-    for field in AGENT_FLAT_FIELDS {
-        props.insert((*field).into(), json!({}));
+    for (field, kind) in AGENT_FLAT_FIELDS {
+        let schema = match kind {
+            Some(k) => json!({"type": k}),
+            None => json!({}),
+        };
+        props.insert((*field).into(), schema);
     }
     props.insert("backend".into(), json!({"enum": ["native", "herdr"]}));
     props.insert("action".into(), json!({
         "anyOf": [{"type": "object"}, {"type": "string"}],
-        "description": "{type, ...fields} or flat: type as a string, fields beside it. target = execution_id. native: list; get/read/explain/wait as Execution; prompt {target, prompt_id, text, recognizer, timeout_seconds} sends once to a program awaiting input; wait {target, prompt_id, until outcome|activity} reads its receipt; catalog (Codex agents); admit {target, incarnation, request_id, text, return_final, final_timeout_ms, paste}; request {op get|cancel|watch, request_id, after}. herdr (target = alias): list, get, explain, read {lines}, prompt {text}, wait {until idle|working|blocked|done|unknown}",
+        "description": "{type, ...fields}, or flat: type as a string, fields beside it. target = execution_id. native: list; get/read/explain/wait as Execution; prompt {target, prompt_id, text, recognizer, timeout_seconds} sends once to a program awaiting input; wait {target, prompt_id, until outcome|activity}: its receipt; catalog; admit {target, incarnation, request_id, text, return_final, final_timeout_ms, paste}; request {op get|cancel|watch, request_id, after}. herdr (target: alias): list, get, explain, read {lines}, prompt {text}, wait {until idle|working|blocked|done|unknown}",
     }));
     tool(
         ToolName::Agent,
@@ -397,30 +402,31 @@ fn agent() -> Value {
     )
 }
 
-/// Every field an `Agent` action reads, allowed beside a flat `action` string.
-pub const AGENT_FLAT_FIELDS: &[&str] = &[
-    "target",
-    "execution_id",
-    "prompt_id",
-    "text",
-    "recognizer",
-    "timeout_seconds",
-    "wait_seconds",
-    "until",
-    "source",
-    "page_bytes",
-    "cursor",
-    "limit",
-    "execution_ids",
-    "after",
-    "events",
-    "incarnation",
-    "request_id",
-    "return_final",
-    "final_timeout_ms",
-    "paste",
-    "op",
-    "lines",
+/// Every field an `Agent` action reads, allowed beside a flat `action` string, with its
+/// JSON type when it is not a string (`after` and `until` take two types).
+pub const AGENT_FLAT_FIELDS: &[(&str, Option<&str>)] = &[
+    ("target", None),
+    ("execution_id", None),
+    ("prompt_id", None),
+    ("text", None),
+    ("recognizer", None),
+    ("timeout_seconds", Some("number")),
+    ("wait_seconds", Some("number")),
+    ("until", None),
+    ("source", None),
+    ("page_bytes", Some("integer")),
+    ("cursor", None),
+    ("limit", Some("integer")),
+    ("execution_ids", Some("array")),
+    ("after", None),
+    ("events", Some("array")),
+    ("incarnation", None),
+    ("request_id", None),
+    ("return_final", Some("boolean")),
+    ("final_timeout_ms", Some("integer")),
+    ("paste", None),
+    ("op", None),
+    ("lines", Some("integer")),
 ];
 
 fn verify_edit() -> Value {
