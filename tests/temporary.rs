@@ -312,6 +312,12 @@ fn helper_maps_share_a_session_budget_and_are_capped() {
     assert_eq!(data(&r)["helper_map"]["capped"], true, "{r}");
     assert!(text(&r).len() <= 12 * 1024, "{}", text(&r).len());
     assert!(serde_json::to_string(&data(&r)["symbols"]).unwrap().len() <= 12 * 1024);
+    // The whole structured answer holds the cap too (issue 37 item 13: 13,897 B before).
+    let structured = serde_json::to_string(sc(&r)).unwrap().len();
+    assert!(
+        structured <= 12 * 1024,
+        "structuredContent is {structured} B"
+    );
     for i in 1..=23 {
         let r = map(&mut a, &dir.join(format!("h{i}.rs")));
         assert!(sc(&r)["errorCode"].is_null(), "{i}: {r}");

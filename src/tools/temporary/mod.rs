@@ -303,21 +303,31 @@ pub fn cap_helper_map(out: &mut ToolOutput, used: HelperUse) {
         out.text.push_str("… helper map capped at 12 KiB\n");
         capped = true;
     }
-    let data = &mut out.envelope.data;
-    for field in ["symbols", "references"] {
-        if let Some(items) = data.get_mut(field).and_then(Value::as_array_mut) {
-            let mut size = 0;
-            let keep = items
-                .iter()
-                .take_while(|v| {
-                    size += v.to_string().len() + 1;
-                    size <= HELPER_MAP_PAYLOAD
-                })
-                .count();
-            capped |= keep < items.len();
-            items.truncate(keep);
+    // The structured answer holds the same cap (a completed CodeMap answer's
+    // structuredContent is its envelope, no text copy): drop the last entries of the
+    // longest lists until the envelope, with the helper_map facts below, fits.
+    const FACTS_BYTES: usize = 160;
+    loop {
+        let size = serde_json::to_vec(&out.envelope).map_or(0, |v| v.len()) + FACTS_BYTES;
+        if size <= HELPER_MAP_PAYLOAD {
+            break;
         }
+        let Some(items) = out.envelope.data.as_object_mut().and_then(|m| {
+            m.values_mut()
+                .filter_map(Value::as_array_mut)
+                .filter(|a| !a.is_empty())
+                .max_by_key(|a| a.len())
+        }) else {
+            break;
+        };
+        let mut excess = size - HELPER_MAP_PAYLOAD;
+        while excess > 0 {
+            let Some(last) = items.pop() else { break };
+            excess = excess.saturating_sub(last.to_string().len() + 1);
+        }
+        capped = true;
     }
+    let data = &mut out.envelope.data;
     data["helper_map"] = json!({"capped": capped, "files_used": used.files, "calls_used": used.calls,
         "limit_files": HELPER_MAP_FILES, "limit_calls": HELPER_MAP_CALLS, "limit_bytes": HELPER_MAP_PAYLOAD});
 }
