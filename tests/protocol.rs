@@ -25,12 +25,19 @@ fn legacy_initialize_negotiates_each_handshake_version() {
         assert_eq!(r["result"]["protocolVersion"], v);
         assert_eq!(r["result"]["serverInfo"]["name"], "winx-code-agent");
         assert!(r["result"]["capabilities"]["tools"].is_object());
-        assert!(
-            r["result"]["instructions"]
-                .as_str()
-                .unwrap()
-                .contains("Initialize")
-        );
+        // Seed 003's orchestration contract, every clause of it.
+        let instructions = r["result"]["instructions"].as_str().unwrap();
+        for clause in [
+            "Call Initialize once",
+            "thread_id",
+            "CodeMap before broad reads",
+            "batch related files in one ReadFiles",
+            "read before editing",
+            "fail-fast checks with &&",
+            "never repeat a rejected call unchanged",
+        ] {
+            assert!(instructions.contains(clause), "{clause}: {instructions}");
+        }
     }
     let r = a.request(
         "initialize",

@@ -36,8 +36,9 @@ fn list_result(mut list: Value, dialect: Dialect) -> Value {
 /// The orchestration contract sent with the handshake (seed 003).
 const INSTRUCTIONS: &str = "winx gives you a durable shell and file tools. Call Initialize once \
 (type=first_call, workspace_root=<project>) and pass the returned thread_id and workspace_root \
-unchanged on every later call. Read before editing; never repeat a rejected call unchanged: \
-follow the result's nextAction.";
+unchanged on every later call. Use CodeMap before broad reads; batch related files in one \
+ReadFiles; read before editing; compose related fail-fast checks with && in one BashCommand; \
+never repeat a rejected call unchanged: follow the result's nextAction.";
 
 pub struct Server {
     shared: Arc<Shared>,
