@@ -417,3 +417,33 @@ fn a_command_is_judged_where_the_shell_is_now_not_where_it_was() {
     let r = a.bash(&s, json!({"command": "pwd"}));
     assert!(text(&r).starts_with(&a.ws()), "{r}");
 }
+
+/// The refusal's next action is the call that would pass: the same command writing under
+/// `$WINX_TEMP_DIR` (issue 38 item 10); sent as given, it runs.
+#[test]
+fn a_bypass_refusal_gives_the_call_that_passes() {
+    let mut a = spawn("embedded");
+    let s = a.first_call();
+    let sys = format!("/tmp/winx-retry-{}.txt", std::process::id());
+    let r = a.bash(&s, json!({"command": format!("echo retried > {sys}")}));
+    assert_eq!(sc(&r)["errorCode"], "temporary_artifact_policy", "{r}");
+    let next = &sc(&r)["nextAction"];
+    assert_eq!(next["tool"], "BashCommand", "{r}");
+    let command = next["arguments"]["action_json"]["command"]
+        .as_str()
+        .unwrap();
+    assert!(command.contains("$WINX_TEMP_DIR/"), "{command}");
+    let again = a.call("BashCommand", next["arguments"].clone());
+    assert!(sc(&again)["errorCode"].is_null(), "{again}");
+    let name = Path::new(&sys)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let r = a.bash(
+        &s,
+        json!({"command": format!("cat \"$WINX_TEMP_DIR/{name}\"")}),
+    );
+    assert!(text(&r).starts_with("retried"), "{r}");
+    assert!(!Path::new(&sys).exists());
+}

@@ -162,7 +162,7 @@ pub fn before_command(
                     "Run the command again writing to \"$WINX_TEMP_DIR/{name}\" instead of {}.",
                     bypass.target
                 ),
-                arguments: json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root}),
+                arguments: retry_arguments(pair, src, &bypass.target, &name),
             }),
         }));
     }
@@ -197,6 +197,18 @@ pub fn before_command(
                               "action_json": {"command": "du -ah \"$WINX_TEMP_DIR\""}}),
         }),
     }))
+}
+
+/// The call that would pass: the same command with its literal write target replaced by
+/// `"$WINX_TEMP_DIR/<name>"`, when the target appears in it as written; else the pair
+/// alone (the instruction says what to change).
+fn retry_arguments(pair: &SessionPair, src: &str, target: &str, name: &str) -> Value {
+    let mut args = json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root});
+    if !target.is_empty() && src.contains(target) {
+        let command = src.replace(target, &format!("\"$WINX_TEMP_DIR/{name}\""));
+        args["action_json"] = json!({"command": command});
+    }
+    args
 }
 
 /// `before_command` for a `verify_command` (edit tools, `VerifyEdit`), judged against the
