@@ -405,3 +405,55 @@ fn the_servers_own_state_is_never_walked() {
     );
     assert_eq!(sc(&r)["errorCode"], "path_outside_allowed_roots", "{r}");
 }
+
+/// A missing path names where the file may be (issue 38 item 11): a file of the same name
+/// elsewhere in the workspace, else what its nearest existing directory holds. And a
+/// references answer says why files were skipped unread.
+#[test]
+fn a_missing_path_suggests_the_nearest_existing_ones_and_skips_are_explained() {
+    let (mut a, s) = agent_in(None);
+    let ws = a.workspace.clone();
+    write(&ws, "src/bin/tool/main.rs", b"fn main() { helper(); }\n");
+    write(&ws, "src/lib.rs", b"pub fn helper() {}\n");
+    write(&ws, "src/other.rs", b"pub fn unrelated() {}\n");
+    let r = code_map(
+        &mut a,
+        &s,
+        json!({"operation": "outline", "path": "src/main.rs"}),
+    );
+    assert_eq!(sc(&r)["errorCode"], "file_not_found", "{r}");
+    assert!(
+        sc(&r)["message"]
+            .as_str()
+            .unwrap()
+            .contains("src/bin/tool/main.rs"),
+        "{r}"
+    );
+    let r = code_map(
+        &mut a,
+        &s,
+        json!({"operation": "outline", "path": "src/nothing/x.rs"}),
+    );
+    assert!(
+        sc(&r)["message"].as_str().unwrap().contains("src/lib.rs"),
+        "{r}"
+    );
+    // The first search indexes every file; the second skips the ones without the name.
+    for _ in 0..2 {
+        code_map(
+            &mut a,
+            &s,
+            json!({"operation": "references", "name": "helper"}),
+        );
+    }
+    let r = code_map(
+        &mut a,
+        &s,
+        json!({"operation": "references", "name": "helper"}),
+    );
+    assert!(
+        sc(&r)["data"]["files_skipped_unread"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+    assert!(text(&r).contains("skipped unread"), "{r}");
+}

@@ -8,6 +8,7 @@
 //! without following symlinks; a directory is walked with `codemap::walk`, which never
 //! follows one.
 
+mod nearest;
 mod render;
 
 use crate::codemap::walk::Limits;
@@ -200,7 +201,15 @@ fn resolve(ctx: &ToolContext, workspace: &Path, raw: &str) -> Result<Target, Too
         .map_err(|e| unusable(ErrorCode::PathOutsideAllowedRoots, e))?;
     let meta = std::fs::symlink_metadata(&canonical).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
-            unusable(ErrorCode::FileNotFound, "no such file or directory".into())
+            let near = nearest::suggestions(workspace, &canonical);
+            let detail = match near.is_empty() {
+                true => "no such file or directory".to_string(),
+                false => format!(
+                    "no such file or directory; nearest existing: {}",
+                    near.join(", ")
+                ),
+            };
+            unusable(ErrorCode::FileNotFound, detail)
         }
         _ => unusable(ErrorCode::IoError, e.to_string()),
     })?;

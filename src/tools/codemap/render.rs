@@ -243,6 +243,14 @@ pub fn references(name: &str, shown: &str, refs: &Refs) -> ToolOutput {
             .unwrap_or_default();
         let _ = writeln!(text, "{}:{}:{} {def}{}", o.path, o.line, o.column, o.text);
     }
+    if refs.files_filtered > 0 {
+        let _ = writeln!(
+            text,
+            "{} file(s) read; {} skipped unread: their cached identifier index (from an \
+             earlier scan, still current) shows they cannot contain {name}.",
+            refs.files_read, refs.files_filtered
+        );
+    }
     if let Some(t) = refs.walked.truncated {
         let _ = writeln!(
             text,
