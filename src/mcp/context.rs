@@ -90,6 +90,7 @@ impl Shared {
             trace,
             herdr: &self.herdr,
             wait_profile: super::origin::wait_profile(&ctx.origin),
+            compact_bash: ctx.origin.compact_bash,
         }
     }
 }

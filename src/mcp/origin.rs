@@ -3,7 +3,10 @@
 //! handshake era, remembered by the transport per connection or MCP session) or from a
 //! stateless request's own `_meta`.
 
-use super::protocol::{self, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN_VERSION};
+use super::protocol::{
+    self, COMPACT_BASH_EXTENSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO,
+    META_PROTOCOL_VERSION, MODERN_VERSION,
+};
 use crate::tools::execution::WaitProfile;
 use crate::usage::Origin;
 use crate::usage::event::bounded_label;
@@ -15,6 +18,16 @@ pub struct Client {
     pub name: Option<String>,
     pub version: Option<String>,
     pub protocol: Option<&'static str>,
+    /// It declared `io.winx/compact-bash-output`.
+    pub compact_bash: bool,
+}
+
+/// Whether a capabilities object declares the compact-output extension.
+fn declares_compact(capabilities: Option<&Value>) -> bool {
+    capabilities
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(COMPACT_BASH_EXTENSION))
+        .is_some()
 }
 
 fn info(v: Option<&Value>) -> (Option<String>, Option<String>) {
@@ -34,6 +47,7 @@ pub fn from_initialize(params: &Map<String, Value>) -> Client {
         name,
         version,
         protocol: Some(protocol::negotiate_handshake(requested)),
+        compact_bash: declares_compact(params.get("capabilities")),
     }
 }
 
@@ -58,6 +72,7 @@ pub fn origin(
                 name,
                 version,
                 protocol: Some(MODERN_VERSION),
+                compact_bash: declares_compact(meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES))),
             }
         }
         (false, Some(c)) => c.clone(),
@@ -70,6 +85,7 @@ pub fn origin(
         client_name: client.name,
         client_version: client.version,
         protocol: client.protocol,
+        compact_bash: client.compact_bash,
     }
 }
 

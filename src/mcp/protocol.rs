@@ -12,6 +12,9 @@ pub const LATEST_HANDSHAKE_VERSION: &str = HANDSHAKE_VERSIONS[0];
 
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// Seed 003: a client that declares this extension gets `BashCommand` text without the
+/// status trailer (the status is in `structuredContent`); others get the text unchanged.
+pub const COMPACT_BASH_EXTENSION: &str = "io.winx/compact-bash-output";
 pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 

@@ -171,12 +171,13 @@ impl Server {
                 "prompts": {"listChanged": false},
                 "resources": {"listChanged": false},
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+                "extensions": {protocol::COMPACT_BASH_EXTENSION: {}},
             }),
             Dialect::Modern => json!({
                 "tools": {"listChanged": false},
                 "prompts": {"listChanged": false},
                 "resources": {"listChanged": false},
-                "extensions": {wire::EXTENSION: {}},
+                "extensions": {wire::EXTENSION: {}, protocol::COMPACT_BASH_EXTENSION: {}},
             }),
         }
     }

@@ -59,6 +59,9 @@ pub struct ToolContext<'a> {
     pub herdr: &'a agent::herdr::Setting,
     /// Who is calling, for the default budget of `Execution`/`Agent` waits.
     pub wait_profile: execution::WaitProfile,
+    /// The client declared `io.winx/compact-bash-output`: `BashCommand` text carries no
+    /// status trailer (seed 003).
+    pub compact_bash: bool,
 }
 
 /// The start of every session-bound tool: strict arguments, then the verified
@@ -247,7 +250,7 @@ mod fuzz {
             let states = state::SessionStates::new(8);
             let allow = crate::files::policy::AllowPaths::default();
             let history = crate::history::History::new(tmp.path().join("state"), true, Default::default());
-            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2, history: &history, trace: &crate::usage::CallTrace::off(), herdr: &Default::default(), wait_profile: Default::default() };
+            let ctx = ToolContext { sessions: &sessions, runtime: &runtime, principal: "p", affinity: Default::default(), conversation: None, policy: &policy, extra_instructions: None, redact: true, states: &states, allow_paths: &allow, read_parallelism: 2, history: &history, trace: &crate::usage::CallTrace::off(), herdr: &Default::default(), wait_profile: Default::default(), compact_bash: false };
             let out = dispatch(&ctx, &name, &args).to_result();
             let sc = &out["structuredContent"];
             prop_assert!(sc["status"].is_string() && sc["message"].is_string() && sc["data"].is_object());

@@ -52,6 +52,9 @@ pub struct Origin {
     /// The negotiated protocol version (one of the versions this server speaks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<&'static str>,
+    /// The client declared `io.winx/compact-bash-output` (not logged).
+    #[serde(skip)]
+    pub compact_bash: bool,
 }
 
 /// The terminal event of one `tools/call`.

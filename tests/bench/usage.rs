@@ -182,6 +182,7 @@ fn event(i: u64) -> Event {
             client_name: Some("bench".into()),
             client_version: Some("1.0".into()),
             protocol: Some("2026-07-28"),
+            compact_bash: false,
         },
         tool: "BashCommand",
         action: Some("command"),

@@ -51,7 +51,6 @@ pub fn action(
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str("---\n");
     let status_line = match s.process_status {
         ProcessStatus::Exited => format!(
             "status: exited, exit code {}",
@@ -66,10 +65,15 @@ pub fn action(
             "status: the shell exited; reset it with Initialize reset_shell".into()
         }
     };
-    text.push_str(&status_line);
-    text.push_str(&format!("\ncwd: {}\n", s.cwd));
-    if let Some(bg) = &s.bg_command_id {
-        text.push_str(&format!("bg_command_id: {bg}\n"));
+    // The trailer, unless the client asked for the compact form (the same facts are in
+    // `data`: `state`, `exit_code`, `cwd`).
+    if !ctx.compact_bash {
+        text.push_str("---\n");
+        text.push_str(&status_line);
+        text.push_str(&format!("\ncwd: {}\n", s.cwd));
+        if let Some(bg) = &s.bg_command_id {
+            text.push_str(&format!("bg_command_id: {bg}\n"));
+        }
     }
     let (status, code, next_action) = match s.process_status {
         ProcessStatus::Exited | ProcessStatus::Idle => (Status::Completed, None, None),
