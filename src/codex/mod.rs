@@ -10,6 +10,7 @@ pub mod app_server;
 pub mod daemon;
 pub mod procfs;
 pub mod rollout;
+pub mod rollout_file;
 pub mod turns;
 
 use sha2::{Digest, Sha256};

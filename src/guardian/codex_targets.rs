@@ -10,17 +10,19 @@
 use super::reaper;
 use super::session::Session;
 use crate::codex::procfs::Holder;
+use crate::codex::rollout_file;
 use crate::codex::turns::{Phase, Tracker};
 use crate::shell::{pty, submit};
 use crate::wire::codex::{AdmitOutcome, CodexAdmit, CodexAdmitReply, CodexTarget, PasteMode};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::{AsRawFd, RawFd};
 
-/// Most rollout bytes read per look: a long backlog is caught up over several looks
-/// (the target reads `busy` meanwhile, never a stale `idle`).
-const READ_BUDGET: u64 = 64 * 1024 * 1024;
+/// Most rollout bytes read per look, in chunks of `rollout_file::READ_CHUNK` (the memory
+/// a look holds): a long backlog is caught up over several looks, so one look is a
+/// bounded turn of the poll loop (issue 36 item 7); the target reads `busy` meanwhile,
+/// never a stale `idle`.
+const READ_BUDGET: u64 = 16 * 1024 * 1024;
 
 fn hex(data: &[&[u8]], n: usize) -> String {
     let mut h = Sha256::new();
@@ -38,6 +40,8 @@ struct View {
     tracker: Tracker,
     /// Bytes read so far (complete lines plus the pending partial line).
     read: u64,
+    /// The last look stopped at its budget before the end of the file.
+    behind: bool,
     unreadable: bool,
 }
 
@@ -47,6 +51,7 @@ impl View {
             holder,
             tracker: Tracker::default(),
             read: 0,
+            behind: false,
             unreadable: false,
         }
     }
@@ -54,7 +59,9 @@ impl View {
     /// Read what was appended since the last look; a file that shrank was replaced or
     /// truncated and is followed again from its start.
     fn refresh(&mut self) {
-        let Ok(mut f) = std::fs::File::open(&self.holder.rollout) else {
+        // Not blocking on a FIFO named like a rollout, nothing but a regular file (issue
+        // 36 item 8).
+        let Ok(mut f) = rollout_file::open(&self.holder.rollout) else {
             self.unreadable = true;
             return;
         };
@@ -62,16 +69,19 @@ impl View {
         if len < self.read {
             *self = View::new(self.holder.clone());
         }
-        if f.seek(SeekFrom::Start(self.read)).is_err() {
-            self.unreadable = true;
-            return;
-        }
-        let mut buf = Vec::new();
-        let want = (len - self.read).min(READ_BUDGET);
-        match f.take(want).read_to_end(&mut buf) {
+        let tracker = &mut self.tracker;
+        match rollout_file::read_chunks(
+            &mut f,
+            self.read,
+            (len - self.read).min(READ_BUDGET),
+            |c| {
+                tracker.feed(c);
+                true
+            },
+        ) {
             Ok(n) => {
-                self.read += n as u64;
-                self.tracker.feed(&buf);
+                self.read += n;
+                self.behind = self.read < len;
                 self.unreadable = false;
             }
             Err(_) => self.unreadable = true,
@@ -171,7 +181,7 @@ impl CodexTargets {
                 _ => "attached",
             };
             let phase = match (observer, view.tracker.lines.pending()) {
-                ("attached", 0) => view.tracker.phase(),
+                ("attached", 0) if !view.behind => view.tracker.phase(),
                 ("attached", _) => Phase::Busy,
                 _ => Phase::Fresh,
             };

@@ -18,7 +18,7 @@ use crate::codex::turns::{Correlation, Lines, Verdict};
 use crate::deadline::{Deadline, unix_ms};
 use crate::store::Store;
 use crate::store::agent_requests::{SUBMITTED, Terminal};
-use std::io::{BufRead, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -278,7 +278,9 @@ impl Follower {
             return Follower::indeterminate("the rollout file disappeared");
         };
         if self.file.is_none() {
-            match std::fs::File::open(path) {
+            // Not blocking on a FIFO, not following a symlink, nothing but a regular file
+            // (issue 36 item 8).
+            match crate::codex::rollout_file::open(path) {
                 Ok(f) => {
                     self.ino = f.metadata().map(|m| m.ino()).unwrap_or(0);
                     self.file = Some(f);
@@ -297,19 +299,27 @@ impl Follower {
         let Some(f) = self.file.as_mut() else {
             return Verdict::Pending;
         };
-        let mut buf = Vec::new();
-        if f.seek(SeekFrom::Start(self.pos)).is_err()
-            || f.take(meta.len() - self.pos).read_to_end(&mut buf).is_err()
-        {
-            return Follower::indeterminate("the rollout file could not be read");
+        // One bounded chunk at a time, line by line (issue 36 item 7): growth of any
+        // size costs one chunk plus at most one line of `rollout::MAX_LINE`.
+        let (lines, corr) = (&mut self.lines, &mut self.corr);
+        let mut verdict = Verdict::Pending;
+        let read =
+            crate::codex::rollout_file::read_chunks(f, self.pos, meta.len() - self.pos, |c| {
+                for seen in lines.feed(c) {
+                    match corr.on(&seen) {
+                        Verdict::Pending => {}
+                        v => {
+                            verdict = v;
+                            return false;
+                        }
+                    }
+                }
+                true
+            });
+        match read {
+            Ok(n) => self.pos += n,
+            Err(_) => return Follower::indeterminate("the rollout file could not be read"),
         }
-        self.pos += buf.len() as u64;
-        for seen in self.lines.feed(&buf) {
-            match self.corr.on(&seen) {
-                Verdict::Pending => {}
-                v => return v,
-            }
-        }
-        Verdict::Pending
+        verdict
     }
 }
