@@ -105,6 +105,8 @@ pub struct PartialCommit {
     pub failed: PathBuf,
     pub untouched: Vec<PathBuf>,
     pub detail: String,
+    /// The failure was a refused permission (`EACCES`/`EPERM`: file mode, or the sandbox).
+    pub permission_denied: bool,
 }
 
 /// Why a commit did not complete.
@@ -381,6 +383,7 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), CommitE
                         .map(|q| q.path.clone())
                         .collect(),
                     detail: e.to_string(),
+                    permission_denied: e.kind() == std::io::ErrorKind::PermissionDenied,
                 }));
             }
         }
@@ -400,6 +403,7 @@ pub fn commit(planned: &[Planned], journal: Option<&Path>) -> Result<(), CommitE
                     failed: planned[0].path.clone(),
                     untouched: planned.iter().skip(1).map(|q| q.path.clone()).collect(),
                     detail: format!("cannot record the commit intent: {e}"),
+                    permission_denied: false,
                 }));
             }
         },
@@ -504,6 +508,7 @@ fn publish(planned: &[Planned], staged: Vec<atomic::Staged>) -> Result<(), Parti
                 failed: target,
                 untouched,
                 detail: e.to_string(),
+                permission_denied: e.kind() == std::io::ErrorKind::PermissionDenied,
             });
         }
         committed.push(target);

@@ -51,6 +51,13 @@ pub enum EditFailure {
         untouched: Vec<String>,
         detail: String,
     },
+    /// Writing was refused (`EACCES`: file mode, or outside the sandbox's writable set)
+    /// before anything was committed (issue 36 item 14): nothing was written.
+    WriteDenied {
+        path: String,
+        detail: String,
+        untouched: Vec<String>,
+    },
     /// Three SEARCH conflicts on one target in the window: stop retrying, change strategy.
     RecoveryExhausted {
         path: String,
@@ -140,6 +147,13 @@ impl EditFailure {
                     now.as_deref().unwrap_or("deleted")
                 ),
             },
+            CommitError::Partial(p) if p.committed.is_empty() && p.permission_denied => {
+                EditFailure::WriteDenied {
+                    path: s(&p.failed),
+                    detail: p.detail,
+                    untouched: p.untouched.iter().map(|p| s(p)).collect(),
+                }
+            }
             CommitError::Partial(p) => EditFailure::PartialCommit {
                 committed: p.committed.iter().map(|p| s(p)).collect(),
                 failed: s(&p.failed),
@@ -170,6 +184,7 @@ impl EditFailure {
             .error_code(),
             EditFailure::PatchInvalid { .. } => ErrorCode::InvalidPatch,
             EditFailure::PartialCommit { .. } => ErrorCode::PartialCommit,
+            EditFailure::WriteDenied { .. } => ErrorCode::PermissionDenied,
             EditFailure::RecoveryExhausted { .. } => ErrorCode::RecoveryExhausted,
             EditFailure::LockUnavailable { .. } => ErrorCode::EditLockUnavailable,
         }
@@ -278,6 +293,38 @@ impl EditFailure {
                 false,
                 json!({"edit_applied": !committed.is_empty(), "committed": committed, "failed": failed, "untouched": untouched}),
             ),
+            EditFailure::WriteDenied {
+                path,
+                detail,
+                untouched,
+            } => {
+                let dir = std::path::Path::new(path)
+                    .parent()
+                    .map_or_else(|| path.clone(), s);
+                let quote = |p: &str| format!("'{}'", p.replace('\'', "'\\''"));
+                (
+                    Status::Failed,
+                    format!(
+                        "{tool}: writing {path} was refused ({detail}); nothing was written. \
+                         Its directory is not writable here (file mode, or outside the \
+                         sandbox's writable set: the workspace, /tmp and WINX_SANDBOX_RW_PATHS)"
+                    ),
+                    Some(NextAction {
+                        tool: "BashCommand".into(),
+                        instruction: "Nothing was written. See who may write the directory; \
+                                      write the change inside a writable directory instead, \
+                                      or ask the user to make this one writable."
+                            .into(),
+                        arguments: json!({"thread_id": pair.thread_id,
+                            "workspace_root": pair.workspace_root,
+                            "action_json": {"command": format!("ls -ld -- {}", quote(&dir))}}),
+                    }),
+                    vec![],
+                    false,
+                    json!({"edit_applied": false, "committed": [], "failed": path,
+                           "untouched": untouched}),
+                )
+            }
             EditFailure::NotRegular { path, kind } => (
                 Status::InvalidInput,
                 format!(
