@@ -84,7 +84,8 @@ fn codex_home(pid: u32) -> Option<PathBuf> {
 /// The managed daemon of `home`, if it runs: its pid.
 fn daemon_of(home: &Path) -> Option<u32> {
     let path = home.join("app-server-daemon/daemon.pid");
-    let f = std::fs::File::open(path).ok()?;
+    // A FIFO there must not block the guardian's loop (issue 36 item 8).
+    let f = super::rollout_file::open(&path).ok()?;
     let mut text = String::new();
     std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PID_FILE), &mut text).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
