@@ -3,8 +3,9 @@
 //! (entries and time), skipping hidden directories and build output, so a huge tree costs
 //! no more than `MAX_ENTRIES` directory entries.
 
+use crate::deadline::Deadline;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Most directory entries looked at.
 const MAX_ENTRIES: usize = 20_000;
@@ -62,7 +63,7 @@ pub fn suggestions(workspace: &Path, missing: &Path) -> Vec<String> {
 
 /// Files named `name` under `root`, breadth first (shallowest first), bounded.
 fn same_named(root: &Path, name: &std::ffi::OsStr) -> Vec<std::path::PathBuf> {
-    let started = Instant::now();
+    let deadline = Deadline::after("CodeMap path suggestions", BUDGET);
     let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
     let (mut seen, mut found) = (0, Vec::new());
     while let Some(dir) = queue.pop_front() {
@@ -71,7 +72,7 @@ fn same_named(root: &Path, name: &std::ffi::OsStr) -> Vec<std::path::PathBuf> {
         };
         for e in entries.flatten() {
             seen += 1;
-            if seen > MAX_ENTRIES || started.elapsed() > BUDGET {
+            if seen > MAX_ENTRIES || deadline.expired() {
                 return found;
             }
             let file_name = e.file_name();
