@@ -6,10 +6,9 @@
 mod support;
 
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use support::history::{id_of, spawn_with};
+use support::history::{id_of, logged_lines, spawn_with, start_fake_agent};
 use support::wait::{Deadline, eventually};
-use support::{Agent, manifest_dir, processes_mentioning, restart_adapter, sc};
+use support::{Agent, processes_mentioning, restart_adapter, sc};
 
 both_runtimes!(a_prompt_is_sent_once_and_its_receipt_replayed);
 
@@ -21,28 +20,6 @@ fn agent(a: &mut Agent, s: &Value, action: Value) -> Value {
     )
 }
 
-/// A running fake agent of `flavor` ("codex" or "claude") waiting for input: its
-/// execution id and the file it logs received lines to.
-fn start_fake(a: &mut Agent, s: &Value, flavor: &str) -> (String, PathBuf) {
-    let log = a.dir.path().join(format!("{flavor}.log"));
-    let fake = manifest_dir().join("tests/fake/fake-agent");
-    let cmd = format!("python3 {} {flavor} {}", fake.display(), log.display());
-    let r = a.bash_with(s, json!({"command": cmd}), json!({"wait_for_seconds": 0.3}));
-    assert_eq!(sc(&r)["status"], "running", "{r}");
-    let id = id_of(&r);
-    let r = a.bash(s, json!({"wait_for_turn": true}));
-    assert_eq!(sc(&r)["data"]["turn_state"], "awaiting_input", "{r}");
-    (id, log)
-}
-
-fn lines(log: &PathBuf) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 fn prompt(id: &str, prompt_id: &str, text: &str, wait: f64) -> Value {
     json!({"type": "prompt", "target": id, "prompt_id": prompt_id, "text": text,
            "timeout_seconds": wait})
@@ -51,7 +28,7 @@ fn prompt(id: &str, prompt_id: &str, text: &str, wait: f64) -> Value {
 fn a_prompt_is_sent_once_and_its_receipt_replayed(rt: &str) {
     let mut a = spawn_with(rt, &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s, "codex");
+    let (id, log) = start_fake_agent(&mut a, &s, "codex");
     let r = agent(
         &mut a,
         &s,
@@ -64,7 +41,7 @@ fn a_prompt_is_sent_once_and_its_receipt_replayed(rt: &str) {
     assert_eq!(d["activity_observed"], true, "{r}");
     assert_eq!(d["outcome"], "awaiting_input", "{r}");
     assert_eq!(d["replayed"], false);
-    assert_eq!(lines(&log), ["work:200 review it"]);
+    assert_eq!(logged_lines(&log), ["work:200 review it"]);
     // The same id and payload: the stored receipt, nothing sent again.
     let r = agent(
         &mut a,
@@ -81,7 +58,7 @@ fn a_prompt_is_sent_once_and_its_receipt_replayed(rt: &str) {
     let w = json!({"type": "wait", "target": id, "prompt_id": "round-1", "timeout_seconds": 1});
     let r = agent(&mut a, &s, w);
     assert_eq!(sc(&r)["data"]["outcome"], "awaiting_input", "{r}");
-    assert_eq!(lines(&log), ["work:200 review it"]);
+    assert_eq!(logged_lines(&log), ["work:200 review it"]);
     a.bash(&s, json!({"send_text": "exit", "submit": true}));
 }
 
@@ -89,7 +66,7 @@ fn a_prompt_is_sent_once_and_its_receipt_replayed(rt: &str) {
 fn twenty_concurrent_calls_with_one_prompt_id_deliver_once() {
     let mut a = spawn_with("daemon", &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s, "claude");
+    let (id, log) = start_fake_agent(&mut a, &s, "claude");
     let args = json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"],
                       "action": prompt(&id, "same", "work:100 once", 0.0)});
     for n in 0..20 {
@@ -111,14 +88,14 @@ fn twenty_concurrent_calls_with_one_prompt_id_deliver_once() {
     let w = json!({"type": "wait", "target": id, "prompt_id": "same", "timeout_seconds": 15});
     let r = agent(&mut a, &s, w);
     assert_eq!(sc(&r)["data"]["outcome"], "awaiting_input", "{r}");
-    assert_eq!(lines(&log), ["work:100 once"]);
+    assert_eq!(logged_lines(&log), ["work:100 once"]);
 }
 
 #[test]
 fn a_busy_exited_or_background_target_gets_nothing() {
     let mut a = spawn_with("daemon", &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s, "codex");
+    let (id, log) = start_fake_agent(&mut a, &s, "codex");
     let r = agent(&mut a, &s, prompt(&id, "long", "work:4000 long job", 0.0));
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
     // Right after the write, the program has not shown work yet: still refused.
@@ -137,7 +114,7 @@ fn a_busy_exited_or_background_target_gets_nothing() {
     let w = json!({"type": "wait", "target": id, "prompt_id": "third"});
     let r = agent(&mut a, &s, w);
     assert_eq!(sc(&r)["errorCode"], "agent_receipt_not_found", "{r}");
-    assert_eq!(lines(&log), ["work:4000 long job"]);
+    assert_eq!(logged_lines(&log), ["work:4000 long job"]);
     // An exited target.
     a.bash(&s, json!({"send_text": "\u{3}"}));
     let r = a.bash_with(
@@ -160,7 +137,7 @@ fn a_busy_exited_or_background_target_gets_nothing() {
 fn activity_is_strict() {
     let mut a = spawn_with("daemon", &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s, "codex");
+    let (id, log) = start_fake_agent(&mut a, &s, "codex");
     // Echoed, never worked on: unconfirmed, and the wait times out.
     let r = agent(&mut a, &s, prompt(&id, "echo", "quiet please", 2.0));
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
@@ -178,14 +155,17 @@ fn activity_is_strict() {
     let r = agent(&mut a, &s, prompt(&id, "ask", "approve the plan", 15.0));
     assert_eq!(sc(&r)["data"]["activity_observed"], true, "{r}");
     assert_eq!(sc(&r)["data"]["outcome"], "awaiting_approval", "{r}");
-    assert_eq!(lines(&log), ["quiet please", text, "approve the plan"]);
+    assert_eq!(
+        logged_lines(&log),
+        ["quiet please", text, "approve the plan"]
+    );
 }
 
 #[test]
 fn a_receipt_outlives_the_adapter_and_a_reset_changes_its_generation() {
     let mut a = spawn_with("daemon", &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s, "codex");
+    let (id, log) = start_fake_agent(&mut a, &s, "codex");
     let r = agent(&mut a, &s, prompt(&id, "keep", "work:300 survive", 0.0));
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
     let _ = nix::sys::signal::kill(
@@ -202,7 +182,7 @@ fn a_receipt_outlives_the_adapter_and_a_reset_changes_its_generation() {
     // The same id again after the restart: still the stored receipt.
     let r = agent(&mut b, &s, prompt(&id, "keep", "work:300 survive", 0.0));
     assert_eq!(sc(&r)["data"]["replayed"], true, "{r}");
-    assert_eq!(lines(&log), ["work:300 survive"]);
+    assert_eq!(logged_lines(&log), ["work:300 survive"]);
     let r = b.call(
         "Initialize",
         json!({"type": "reset_shell", "thread_id": s["data"]["thread_id"],
@@ -218,7 +198,7 @@ fn a_receipt_outlives_the_adapter_and_a_reset_changes_its_generation() {
 fn an_adapter_killed_before_the_answer_leaves_an_uncertain_receipt() {
     let mut a = spawn_with("daemon", &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s, "codex");
+    let (id, log) = start_fake_agent(&mut a, &s, "codex");
     // The session's history is reconciled on its first catalog call: done before the stop.
     agent(&mut a, &s, json!({"type": "list"}));
     let guardians = processes_mentioning(&a.dir.path().join("run/winx/g"));
@@ -268,7 +248,7 @@ fn an_adapter_killed_before_the_answer_leaves_an_uncertain_receipt() {
     let r = agent(&mut b, &s, prompt(&id, "cut", "work:100 maybe", 0.0));
     assert_eq!(sc(&r)["errorCode"], "agent_delivery_uncertain", "{r}");
     assert_eq!(sc(&r)["data"]["replayed"], true, "{r}");
-    assert!(lines(&log).len() <= 1, "{:?}", lines(&log));
+    assert!(logged_lines(&log).len() <= 1, "{:?}", logged_lines(&log));
 }
 
 /// The terminal screen as the session renders it.
@@ -289,7 +269,7 @@ fn screen(a: &mut Agent, s: &Value) -> String {
 fn a_prompt_is_submitted_and_never_merged_with_a_draft() {
     let mut a = spawn_with("daemon", &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s, "codex");
+    let (id, log) = start_fake_agent(&mut a, &s, "codex");
     // Someone typed a draft (one key at a time is typing, not a paste).
     for key in "my draft".bytes() {
         a.bash(&s, json!({"send_ascii": [key]}));
@@ -309,7 +289,7 @@ fn a_prompt_is_submitted_and_never_merged_with_a_draft() {
     assert_eq!(sc(&r)["errorCode"], "agent_target_not_ready", "{r}");
     assert_eq!(sc(&r)["data"]["reason"], "composer_not_empty", "{r}");
     assert_eq!(sc(&r)["data"]["input_sent"], false);
-    assert!(lines(&log).is_empty(), "{:?}", lines(&log));
+    assert!(logged_lines(&log).is_empty(), "{:?}", logged_lines(&log));
     // Cleared (Ctrl-U), the same prompt id is free and the prompt is one turn.
     a.bash(&s, json!({"send_ascii": [21]}));
     let d = Deadline::hard("draft cleared");
@@ -327,9 +307,9 @@ fn a_prompt_is_submitted_and_never_merged_with_a_draft() {
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
     assert_eq!(sc(&r)["data"]["activity_observed"], true, "{r}");
     assert_eq!(sc(&r)["data"]["outcome"], "awaiting_input", "{r}");
-    assert_eq!(lines(&log), ["work:100 the real prompt"]);
+    assert_eq!(logged_lines(&log), ["work:100 the real prompt"]);
     // A text that would end the paste early is refused before anything is claimed.
     let r = agent(&mut a, &s, prompt(&id, "p2", "a\u{1b}[201~b", 0.0));
     assert_eq!(sc(&r)["errorCode"], "invalid_tool_input", "{r}");
-    assert_eq!(lines(&log), ["work:100 the real prompt"]);
+    assert_eq!(logged_lines(&log), ["work:100 the real prompt"]);
 }

@@ -24,20 +24,6 @@ use support::{Agent, Opts, text};
 
 each_runtime!(a_shell_cannot_write_outside_the_allowed_set_and_the_workspace_stays_writable);
 
-/// Whether this kernel has Landlock (the version probe restricts nothing).
-fn landlock_available() -> bool {
-    // SAFETY: a null attribute, size 0 and the version flag: the call only returns a number.
-    let v = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<nix::libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    v > 0
-}
-
 /// A fresh directory under `scratch()`, outside everything the sandbox allows.
 fn scratch_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(scratch()).expect("tempdir in the scratch directory")
@@ -245,7 +231,7 @@ fn a_shell_cannot_write_outside_the_allowed_set_and_the_workspace_stays_writable
         // File tools may reach `outside` (extended containment): only the sandbox stops them.
         ("WINX_ALLOW_PATHS", s(&t.outside)),
     ];
-    if !landlock_available() {
+    if !support::landlock_available() {
         let home = scratch_dir();
         assert_kernel_requirement_error(&serve_once(&env_with(home.path(), &env), false));
         return;
@@ -470,7 +456,7 @@ fn doctor_reports_the_sandbox_state_and_the_file_tool_containment() {
         "{d}"
     );
     assert_eq!(sb["handled_abi"], 5, "{d}");
-    if landlock_available() {
+    if support::landlock_available() {
         assert_eq!(sb["state"], "enforced", "{d}");
         assert!(sb["kernel_abi"].as_i64().unwrap() >= 1, "{d}");
     } else {

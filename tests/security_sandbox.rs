@@ -14,20 +14,6 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use support::{Agent, Opts, text};
 
-/// The kernel's Landlock ABI, or 0 without Landlock.
-fn landlock_abi() -> i64 {
-    // SAFETY: a null attribute, size 0 and the version flag: the call only returns a number.
-    let v = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<nix::libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    v.max(0)
-}
-
 /// A Python the sandbox lets shells run: one in a system tree (a `python3` under HOME,
 /// such as a pyenv shim, is outside the sandbox).
 fn python() -> &'static str {
@@ -93,7 +79,7 @@ fn server(t: &Tree, rt: &str, sandboxed: bool) -> Agent {
 
 /// Without Landlock there is no sandboxed shell to test: the start must fail instead.
 fn no_landlock_refuses(t: &Tree) -> bool {
-    if landlock_abi() > 0 {
+    if support::landlock_abi() > 0 {
         return false;
     }
     let mut a = server(t, "daemon", true);
@@ -212,7 +198,7 @@ fn a_sandboxed_shell_gets_no_shell_from_the_users_ordinary_winxd_or_guardians() 
     // Below Landlock ABI 9 `connect` reaches winxd, which refuses and says why; from ABI
     // 9 the shell cannot even connect.
     assert!(
-        out.contains("no_new_privs") || landlock_abi() >= 9,
+        out.contains("no_new_privs") || support::landlock_abi() >= 9,
         "winxd did not say why: {out}"
     );
     assert!(
@@ -282,7 +268,7 @@ fn a_sandboxed_shell_reaches_neither_winx_state_nor_runtime_directories(rt: &str
     );
 
     // Abstract Unix sockets of processes outside the sandbox (Landlock ABI 6).
-    if landlock_abi() >= 6 {
+    if support::landlock_abi() >= 6 {
         use std::os::linux::net::SocketAddrExt;
         let name = format!("winx-test-{}-{rt}", std::process::id());
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();

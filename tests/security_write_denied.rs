@@ -9,27 +9,13 @@ use serde_json::json;
 use std::path::Path;
 use support::{Agent, Opts, pair_args, sc};
 
-/// Whether this kernel has Landlock (the version probe restricts nothing).
-fn landlock_available() -> bool {
-    // SAFETY: a null attribute, size 0 and the version flag: the call only returns a number.
-    let v = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<nix::libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    v > 0
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 #[test]
 fn a_sandbox_refused_write_is_not_a_partial_commit() {
-    if !landlock_available() {
+    if !support::landlock_available() {
         // tests/sandbox.rs covers the kernel requirement error.
         return;
     }

@@ -11,9 +11,8 @@ mod http;
 mod support;
 
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use support::history::{exec, id_of, spawn_with, until_recorded};
-use support::{Agent, manifest_dir, sc};
+use support::history::{exec, id_of, logged_lines, spawn_with, start_fake_agent, until_recorded};
+use support::{Agent, sc};
 
 /// A JSON example of seed 000, verbatim, with its placeholders replaced.
 fn seed(example: &str, s: &Value, target: &str) -> Value {
@@ -72,35 +71,13 @@ fn agent(a: &mut Agent, s: &Value, action: Value) -> Value {
     )
 }
 
-/// The fake Codex TUI running in the session and waiting for input: its execution id and
-/// the file it logs every received line to.
-fn start_fake(a: &mut Agent, s: &Value) -> (String, PathBuf) {
-    let log = a.dir.path().join("codex.log");
-    let fake = manifest_dir().join("tests/fake/fake-agent");
-    let cmd = format!("python3 {} codex {}", fake.display(), log.display());
-    let r = a.bash_with(s, json!({"command": cmd}), json!({"wait_for_seconds": 0.3}));
-    assert_eq!(sc(&r)["status"], "running", "{r}");
-    let id = id_of(&r);
-    let r = a.bash(s, json!({"wait_for_turn": true}));
-    assert_eq!(sc(&r)["data"]["turn_state"], "awaiting_input", "{r}");
-    (id, log)
-}
-
-fn received(log: &PathBuf) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// Issue 37 item 1: the seed's flat prompt and receipt wait, verbatim, are answered (they
 /// were refused with "action must be an object with a type"); the prompt is delivered once.
 #[test]
 fn the_seeds_flat_prompt_and_receipt_wait_work_verbatim() {
     let mut a = spawn_with("embedded", &[]);
     let s = a.first_call();
-    let (id, log) = start_fake(&mut a, &s);
+    let (id, log) = start_fake_agent(&mut a, &s, "codex");
     let r = a.call("Agent", seed(SEED_PROMPT, &s, &id));
     assert_eq!(sc(&r)["status"], "completed", "{r}");
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
@@ -112,7 +89,7 @@ fn the_seeds_flat_prompt_and_receipt_wait_work_verbatim() {
     let r = a.call("Agent", seed(SEED_PROMPT, &s, &id));
     assert_eq!(sc(&r)["data"]["replayed"], true, "{r}");
     assert_eq!(
-        received(&log),
+        logged_lines(&log),
         ["Review the current changes and report any correctness defects."]
     );
     // The flat form refuses a second name for the action and unknown fields.

@@ -77,3 +77,27 @@ pub fn read_all(a: &mut Agent, s: &Value, id: &str) -> String {
     }
     panic!("paging {id} never ended");
 }
+
+/// The fake agent TUI (`tests/fake/fake-agent`, as `flavor`: codex or claude) started in
+/// the session and awaiting input: its execution id and the file it logs every received
+/// line to.
+pub fn start_fake_agent(a: &mut Agent, s: &Value, flavor: &str) -> (String, std::path::PathBuf) {
+    let log = a.dir.path().join(format!("{flavor}.log"));
+    let fake = super::manifest_dir().join("tests/fake/fake-agent");
+    let cmd = format!("python3 {} {flavor} {}", fake.display(), log.display());
+    let r = a.bash_with(s, json!({"command": cmd}), json!({"wait_for_seconds": 0.3}));
+    assert_eq!(sc(&r)["status"], "running", "{r}");
+    let id = id_of(&r);
+    let r = a.bash(s, json!({"wait_for_turn": true}));
+    assert_eq!(sc(&r)["data"]["turn_state"], "awaiting_input", "{r}");
+    (id, log)
+}
+
+/// The lines a fake agent logged.
+pub fn logged_lines(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}

@@ -495,3 +495,22 @@ macro_rules! both_runtimes {
         }
     };
 }
+
+/// The kernel's Landlock ABI version, or 0 without Landlock (the probe restricts nothing).
+pub fn landlock_abi() -> i64 {
+    // SAFETY: a null attribute, size 0 and the version flag: the call only returns a number.
+    let v = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<nix::libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    v.max(0)
+}
+
+/// Whether this kernel has Landlock.
+pub fn landlock_available() -> bool {
+    landlock_abi() > 0
+}
