@@ -50,11 +50,25 @@ pub fn peer_pid(s: &UnixStream) -> Option<i32> {
     getsockopt(s, PeerCredentials).ok().map(|c| c.pid())
 }
 
-/// Whether process `pid` still exists: a signal-0 probe (nothing is sent), one system
-/// call. A pid reused by another process reads as alive; the periodic check covers that.
+/// Whether process `pid` still runs: a signal-0 probe (nothing is sent), and a zombie
+/// (exited, not yet reaped) counts as dead. A pid reused by another process reads as
+/// alive; the periodic check covers that.
 pub fn alive(pid: i32) -> bool {
     let probe = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None);
-    !matches!(probe, Err(nix::errno::Errno::ESRCH))
+    !matches!(probe, Err(nix::errno::Errno::ESRCH)) && !zombie(pid)
+}
+
+/// Whether `pid` has exited but is not reaped yet: a signal still "reaches" it, so a
+/// killed winxd whose parent is slow to reap would look alive (`/proc/<pid>/stat`'s state
+/// after the command name is `Z` or `X`).
+fn zombie(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next());
+    matches!(state, Some('Z' | 'X'))
 }
 
 /// Start winxd detached from this process's session and wait for its verdict.
@@ -207,5 +221,31 @@ pub fn report(found: &Found) {
             "winxd of build {was} replaced by ours ({}); its guardians keep running",
             crate::build_info::identity()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed winxd whose parent has not reaped it yet is dead, not alive (a make test
+    /// run under load kept the zombie long enough that the next call saw "alive" and
+    /// never restarted winxd).
+    #[test]
+    fn an_unreaped_child_is_not_alive() {
+        use nix::sys::wait::{Id, WaitPidFlag, waitid, waitpid};
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Wait for it to exit but leave it unreaped (a zombie).
+        waitid(
+            Id::Pid(nix::unistd::Pid::from_raw(pid)),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+        assert!(zombie(pid));
+        assert!(!alive(pid));
+        waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+        assert!(!alive(pid));
+        assert!(alive(std::process::id() as i32));
     }
 }
