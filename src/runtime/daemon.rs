@@ -233,8 +233,8 @@ mod tests {
     /// never restarted winxd).
     #[test]
     fn an_unreaped_child_is_not_alive() {
-        use nix::sys::wait::{Id, WaitPidFlag, waitid, waitpid};
-        let child = std::process::Command::new("true").spawn().unwrap();
+        use nix::sys::wait::{Id, WaitPidFlag, waitid};
+        let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
         // Wait for it to exit but leave it unreaped (a zombie).
         waitid(
@@ -244,7 +244,7 @@ mod tests {
         .unwrap();
         assert!(zombie(pid));
         assert!(!alive(pid));
-        waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+        child.wait().unwrap();
         assert!(!alive(pid));
         assert!(alive(std::process::id() as i32));
     }
