@@ -72,7 +72,14 @@ fn an_agent_tui_is_recognised_on_cue(rt: &str) {
     cue(&mut a, &s, "approve");
     assert_eq!(turn(&mut a, &s, wait.clone()), "awaiting_approval");
     cue(&mut a, &s, "busy");
-    let r = a.bash(&s, json!({"inspect": true, "recognizer": "claude_code"}));
+    // The TUI redraws after it reads the cue: inspect until the busy screen is up (a
+    // screen caught mid-redraw reads as unknown).
+    let r = support::wait::settle(
+        support::wait::Deadline::hard("busy screen"),
+        || a.bash(&s, json!({"inspect": true, "recognizer": "claude_code"})),
+        |r| sc(r)["data"]["turn_state"] == "busy",
+    )
+    .unwrap_or_else(|r| r);
     assert_eq!(sc(&r)["data"]["turn_state"], "busy", "{}", text(&r));
     assert_eq!(
         sc(&r)["data"]["detection"]["rule"],
