@@ -68,17 +68,7 @@ impl Codex {
 
     /// Run `agent args…`: the JSON it printed and its exit code.
     pub fn agent(&self, args: &[&str]) -> (Value, i32) {
-        let mut full = vec!["agent"];
-        full.extend_from_slice(args);
-        let out = self.a.op(&full);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{args:?}: not JSON ({e}): {text:?} / {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (v, out.status.code().unwrap_or(-1))
+        agent_json(&self.a, args)
     }
 
     pub fn admit(&self, agent: &Value, id: &str, text: &str, extra: &[&str]) -> (Value, i32) {
@@ -115,6 +105,21 @@ impl Codex {
 }
 
 /// An attached `agent request watch --after N` of `a`'s state.
+/// Run `agent args…` as `a`'s operator: the JSON it printed and its exit code.
+fn agent_json(a: &Agent, args: &[&str]) -> (Value, i32) {
+    let mut full = vec!["agent"];
+    full.extend_from_slice(args);
+    let out = a.op(&full);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not JSON ({e}): {text:?} / {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, out.status.code().unwrap_or(-1))
+}
+
 fn watch_of(a: &Agent, after: i64) -> Watch {
     let mut child = a
         .op_command(&["agent", "request", "watch", "--after", &after.to_string()])
@@ -171,22 +176,9 @@ impl Drop for Watch {
 /// The Codex release `make hosts` pins; the real-Codex tests name it.
 pub const CODEX_VERSION: &str = "0.169.0";
 
-/// The installed hosts: `WINX_TEST_HOSTS` (set by `make test`), else `target/hosts`.
-pub fn hosts_dir() -> PathBuf {
-    std::env::var_os("WINX_TEST_HOSTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target/hosts"))
-}
-
-/// The real Codex CLI; panics saying how to install it.
+/// The real Codex CLI `make hosts` installed; panics saying how to install it.
 pub fn real_codex() -> PathBuf {
-    let bin = hosts_dir().join("node_modules/.bin/codex");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `make hosts` (installs @openai/codex {CODEX_VERSION})",
-        bin.display()
-    );
-    bin
+    super::hosts::host_bin("codex", &format!("Codex CLI {CODEX_VERSION}"))
 }
 
 /// The text of the last user message of a model turn (the context Codex adds in `<…>`
@@ -336,17 +328,7 @@ impl Tui {
 
     /// Run `agent args…`: the JSON it printed and its exit code.
     pub fn agent(&self, args: &[&str]) -> (Value, i32) {
-        let mut full = vec!["agent"];
-        full.extend_from_slice(args);
-        let out = self.a.op(&full);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{args:?}: not JSON ({e}): {text:?} / {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (v, out.status.code().unwrap_or(-1))
+        agent_json(&self.a, args)
     }
 
     /// An attached `request watch --after N`.
