@@ -75,16 +75,16 @@ mkdir -p target && echo "apt-get: installing $(1)" >&2 \
 	|| { cat target/apt-$(firstword $(1)).log >&2; echo "apt-get install $(1) failed (output above)" >&2; exit 1; }; }
 endef
 
-# The zsh variants of tests/bash.rs need zsh.
+# The zsh variants of tests/it/bash.rs need zsh.
 shells:
 	@command -v zsh >/dev/null 2>&1 || { $(call apt_install,zsh); }
 
-# The HTML usage report is rendered by headless Chromium in tests/usage_report.rs (the test
+# The HTML usage report is rendered by headless Chromium in tests/it/usage_report.rs (the test
 # skips with a note without it).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { $(call apt_install,chromium); }
 
-# tests/codemap_ctags.rs compares CodeMap's outlines with Universal Ctags'.
+# tests/it/codemap_ctags.rs compares CodeMap's outlines with Universal Ctags'.
 ctags:
 	@ctags --version 2>/dev/null | grep -q Universal || { $(call apt_install,universal-ctags); }
 
@@ -108,12 +108,12 @@ bench: hosts
 	$(CARGO) bench --bench codemap
 	$(CARGO) bench --bench requests
 	$(CARGO) bench --bench http
-	$(CARGO) test --release --test http_hostile bench_ -- --ignored --nocapture
-	$(CARGO) test --release --test http_sessions bench_ -- --ignored --nocapture
+	$(CARGO) test --release --test it http_hostile::bench_ -- --ignored --nocapture
+	$(CARGO) test --release --test it http_sessions::bench_ -- --ignored --nocapture
 	# The real Codex TUI in a winx PTY: prints "task_complete to watch: N ms", from Codex
 	# writing a turn's task_complete to the final reaching `agent request watch`.
-	WINX_TEST_HOSTS=$(abspath $(HOSTS)) $(CARGO) test --release --test agent_real_codex \
-		the_real_codex_is_prompted_once -- --nocapture
+	WINX_TEST_HOSTS=$(abspath $(HOSTS)) $(CARGO) test --release --test it \
+		agent_real_codex::the_real_codex_is_prompted_once -- --nocapture
 
 # `make bench-peers` (not part of `make test`): the same workloads against winx (both
 # runtimes), the original winx-code-agent release and wcgw, next to bash on a raw PTY;

@@ -8,7 +8,7 @@ restarts the server (a new client process on the same state), re-reads the recei
 waits for the agent to be idle again, then gets recovery advice for a
 `claude --resume <uuid>` launch (the fake `tests/fake/bin/claude`).
 
-Driven by `tests/interop.rs` (same environment rules as sdk_client.py); the last stdout line
+Driven by `tests/it/interop.rs` (same environment rules as sdk_client.py); the last stdout line
 is one JSON object {"ok", "checks", "failures", ...}.
 """
 

@@ -2,7 +2,7 @@
 """Interop check: the official MCP Python SDK client (pinned `mcp`, see the Makefile)
 against the real `winx-code-agent` binary over stdio.
 
-Driven by `tests/interop.rs`; run by hand with the venv from `make venv`:
+Driven by `tests/it/interop.rs`; run by hand with the venv from `make venv`:
 
     target/venv/bin/python tests/interop/sdk_client.py \
         --server target/debug/winx-code-agent --workspace /some/dir --mode auto

@@ -7,7 +7,7 @@ here wrote). The agent asks the repository map for `raw_decode`, outlines the fi
 map ranks first, and reads exactly the definition's line range with `ReadFiles`; then
 `references` lists the definition before its uses.
 
-Driven by `tests/interop.rs` (same environment rules as sdk_client.py); the last stdout line
+Driven by `tests/it/interop.rs` (same environment rules as sdk_client.py); the last stdout line
 is one JSON object {"ok", "checks", "failures", ...}.
 """
 

@@ -7,7 +7,7 @@ kills the guardian under a fourth command, restarts the server (a new client pro
 same state), then pages through each build's full output with `read` cursors and tells the
 unknown outcome from a success and a failure.
 
-Driven by `tests/interop.rs` (same environment rules as sdk_client.py); the last stdout line
+Driven by `tests/it/interop.rs` (same environment rules as sdk_client.py); the last stdout line
 is one JSON object {"ok", "checks", "failures", ...}.
 """
 

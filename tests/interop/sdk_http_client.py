@@ -2,7 +2,7 @@
 """Interop check: the official MCP Python SDK streamable-HTTP client (pinned `mcp`, see the
 Makefile) against a running `winx-code-agent serve --http`.
 
-Driven by `tests/interop_http.rs`, which starts the server; by hand:
+Driven by `tests/it/interop_http.rs`, which starts the server; by hand:
 
     WINX_TEST_HTTP_TOKEN=... target/venv/bin/python tests/interop/sdk_http_client.py \
         --url http://127.0.0.1:8000/mcp --workspace /some/dir --mode auto

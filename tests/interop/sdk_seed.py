@@ -9,7 +9,7 @@ native prompt and receipt wait (a fake Codex TUI, `tests/fake/fake-agent`, recei
 prompt exactly once), and the flat Herdr read (`tests/fake/herdr`, configured through
 WINX_HERDR_CONFIG for this run only).
 
-Driven by `tests/interop.rs` (same environment rules as sdk_client.py); the last stdout line
+Driven by `tests/it/interop.rs` (same environment rules as sdk_client.py); the last stdout line
 is one JSON object {"ok", "checks", "failures", ...}.
 """
 

@@ -1,5 +1,5 @@
 // Interop with the official MCP TypeScript SDK (`@modelcontextprotocol/sdk`, the client most
-// desktop hosts embed), driven by tests/interop_ts.rs against the real binary. The SDK
+// desktop hosts embed), driven by tests/it/interop_ts.rs against the real binary. The SDK
 // validates every result strictly (ping included) and checks structuredContent against
 // each tool's outputSchema. Prints one JSON summary line; exits non-zero on any failure.
 //

@@ -1,4 +1,4 @@
-//! The import graph of `src/` (used by `tests/tidy.rs`): every `crate::`, `super::` and
+//! The import graph of `src/` (used by `tests/it/tidy.rs`): every `crate::`, `super::` and
 //! `self::` path in `use` items and inline paths, resolved to the module file that defines
 //! it. `#[cfg(test)]` modules are tests, not structure, and are left out.
 

@@ -4,7 +4,7 @@
 //! bounded `codex exec` run killed with its process group on timeout, and the golden
 //! traces of what this Codex version sends (`tests/golden/hosts/codex-<version>-*.json`).
 //!
-//! Included by `tests/hosts_codex.rs` with `#[path = "support/codex_exec.rs"]`.
+//! Included by `tests/it/hosts_codex.rs` with `#[path = "support/codex_exec.rs"]`.
 #![allow(dead_code)]
 
 use crate::support::fake_responses::{FakeResponses, Reply, Request};

@@ -1,5 +1,5 @@
-//! Helpers of the execution-history suites (`tests/execution.rs`,
-//! `tests/execution_faults.rs`): the `Execution` tool on a session, waiting until a record
+//! Helpers of the execution-history suites (`tests/it/execution.rs`,
+//! `tests/it/execution_faults.rs`): the `Execution` tool on a session, waiting until a record
 //! is complete (event-woken, never polled on a timer), and reading a whole output by pages.
 #![allow(dead_code)]
 

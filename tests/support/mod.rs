@@ -4,11 +4,14 @@
 #![allow(dead_code)]
 
 pub mod codex;
+pub mod codex_exec;
 pub mod fake_anthropic;
 pub mod fake_responses;
 pub mod golden;
 pub mod history;
+pub mod herdr;
 pub mod hosts;
+pub mod http;
 pub mod tasks;
 pub mod wait;
 

@@ -1,4 +1,4 @@
-//! Helpers of the MCP Tasks suites (`tests/tasks.rs`, `tests/tasks_restart.rs`): stateless
+//! Helpers of the MCP Tasks suites (`tests/it/tasks.rs`, `tests/it/tasks_restart.rs`): stateless
 //! requests declaring the tasks extension, FIFO gates that hold a command until the test
 //! lets it go, and polling a task to its end.
 #![allow(dead_code)]

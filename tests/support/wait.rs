@@ -1,7 +1,7 @@
 //! Waiting in tests: a named [`Deadline`] and [`eventually`], which polls a condition until
 //! it holds or the deadline passes.
 //!
-//! Invariant: this file is the only place under `tests/` that sleeps (`tests/tidy.rs`
+//! Invariant: this file is the only place under `tests/` that sleeps (`tests/it/tidy.rs`
 //! checks it). A test synchronises on an event (a line, a socket, a FIFO gaining its
 //! reader) where the binary offers one; where it offers none (a task's status in the
 //! store, a thread count in `/proc`), it polls through `eventually`, never with a sleep of

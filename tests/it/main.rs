@@ -1,0 +1,77 @@
+//! The one integration-test crate: every area is a module here (one link of the library
+//! instead of one per area). Shared helpers are `support` (`tests/support`).
+
+#[path = "../support/mod.rs"]
+#[macro_use]
+mod support;
+
+mod adapter_memory;
+mod agent;
+mod agent_app_server;
+mod agent_herdr;
+mod agent_herdr_errors;
+mod agent_herdr_fifo;
+mod agent_herdr_golden;
+mod agent_prompt;
+mod agent_real_claude;
+mod agent_real_codex;
+mod agent_requests;
+mod agent_requests_http;
+mod agent_requests_mcp;
+mod bash;
+mod cli;
+mod codemap;
+mod codemap_ctags;
+mod compact_output;
+mod context;
+mod daemon;
+mod daemon_shutdown;
+mod execution;
+mod execution_display;
+mod execution_faults;
+mod execution_full;
+mod execution_http;
+mod files;
+mod files_concurrent;
+mod files_hostile;
+mod history_fidelity;
+mod hosts_claude;
+mod hosts_codex;
+mod http;
+mod http_budget;
+mod http_hostile;
+mod http_sessions;
+mod http_shutdown;
+mod http_tasks;
+mod image;
+mod initialize;
+mod interop;
+mod interop_http;
+mod interop_ts;
+mod operator;
+mod permits_restart;
+mod policy;
+mod prompts_resources;
+mod protocol;
+mod report_hostile;
+mod sandbox;
+mod secrets;
+mod security_cursor;
+mod security_principals;
+mod security_rollouts;
+mod security_sandbox;
+mod security_write_denied;
+mod seed_conformance;
+mod serve_terminal;
+mod shell_hostile;
+mod soak;
+mod stdio_lanes;
+mod tasks;
+mod tasks_restart;
+mod temporary;
+mod tidy;
+mod tool_texts;
+mod turns;
+mod usage;
+mod usage_privacy;
+mod usage_report;

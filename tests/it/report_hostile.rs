@@ -1,0 +1,202 @@
+//! `winx-code-agent report` over crafted usage logs (issue 36 items 8 and 10): extreme
+//! timestamps, tens of thousands of distinct names, and a `--log` that is not a regular
+//! file. Each log lives in its own temp dir; each report runs under a hard timeout.
+
+use crate::support;
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use support::HARD_TIMEOUT;
+
+/// Run `report` with `args` (a temp HOME, no configured log), killed past `HARD_TIMEOUT`.
+fn report(args: &[&str]) -> Output {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = support::isolated_env(tmp.path(), &tmp.path().join("state"), tmp.path());
+    let child = support::command(&env)
+        .arg("report")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(HARD_TIMEOUT) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            panic!("report {args:?} did not finish within {HARD_TIMEOUT:?}");
+        }
+    }
+}
+
+fn ok(out: &Output) -> &[u8] {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    &out.stdout
+}
+
+fn write_log(dir: &Path, lines: impl IntoIterator<Item = String>) -> String {
+    let path = dir.join("usage.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    for l in lines {
+        writeln!(f, "{l}").unwrap();
+    }
+    f.flush().unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn tool_call(ts: i64, tool: &str) -> String {
+    format!(
+        r#"{{"usage_schema":1,"ts_ms":{ts},"event":"tool_call","tool":{tool:?},"status":"completed","duration_ms":1.0,"build":"b"}}"#
+    )
+}
+
+/// Largest resident set of any child this test process has waited for, in KiB.
+fn children_peak_kib() -> i64 {
+    let mut ru = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the rusage we own; RUSAGE_CHILDREN is a valid selector.
+    let rc = unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, ru.as_mut_ptr()) };
+    assert_eq!(rc, 0);
+    // SAFETY: initialised by the successful call above (and zeroed before it).
+    unsafe { ru.assume_init() }.ru_maxrss
+}
+
+/// `ts_ms` of `i64::MIN`, 0 and `i64::MAX` in one log: the timeline's span does not fit
+/// an `i64`, and before the fix the report exited 101 (overflow, then an index out of
+/// bounds). Both formats now finish, every call counted on the timeline.
+#[test]
+fn extreme_timestamps_do_not_panic_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = write_log(
+        tmp.path(),
+        [i64::MIN, 0, i64::MAX, -1, 1].map(|t| tool_call(t, "BashCommand")),
+    );
+    let r: Value = serde_json::from_slice(ok(&report(&["--log", &log]))).unwrap();
+    let calls: u64 = r["timeline"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(calls, 5, "{}", r["timeline"]);
+    assert_eq!(r["timeline"]["startMs"], i64::MIN);
+    let page =
+        String::from_utf8(ok(&report(&["--log", &log, "--format", "html"])).to_vec()).unwrap();
+    assert!(page.contains("Calls over time"));
+    // Only the extremes, and a window reaching back past the epoch's range.
+    for pair in [
+        [i64::MIN, i64::MAX],
+        [i64::MAX, i64::MAX],
+        [i64::MIN, i64::MIN],
+    ] {
+        let log = write_log(tmp.path(), pair.map(|t| tool_call(t, "ReadFiles")));
+        ok(&report(&["--log", &log, "--format", "html"]));
+    }
+    ok(&report(&[
+        "--log",
+        &log,
+        "--since-minutes",
+        &u64::MAX.to_string(),
+    ]));
+}
+
+/// 30,000 distinct tool names (and as many actions, codes and builds) in a few MiB: the
+/// report keeps 64 of each and counts the rest in one `(other)` row, so its JSON, its
+/// page and its memory stay small (before: one row, one chart and one `Samples` per
+/// name — 60,000 names took 906 MiB and wrote 201 MiB of HTML).
+#[test]
+fn many_distinct_names_are_folded_into_an_other_row() {
+    const NAMES: usize = 30_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let log = write_log(
+        tmp.path(),
+        (0..NAMES).map(|i| {
+            format!(
+                r#"{{"usage_schema":1,"ts_ms":{i},"event":"tool_call","tool":"tool-{i:05}-{pad}","action":"a{i}","error_code":"c{i}","status":"s{i}","build":"b{i}","duration_ms":1.0,"workflow_schema":1}}"#,
+                pad = "x".repeat(200)
+            )
+        }),
+    );
+    let size = std::fs::metadata(&log).unwrap().len();
+    let r: Value = serde_json::from_slice(ok(&report(&["--log", &log]))).unwrap();
+    let tools = r["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 65, "64 names and (other)");
+    let other = tools.iter().find(|t| t["tool"] == "(other)").unwrap();
+    assert_eq!(other["calls"], (NAMES - 64) as u64);
+    assert_eq!(r["counts"]["toolCalls"], NAMES as u64);
+    assert_eq!(r["errorCodes"].as_object().unwrap().len(), 65);
+    assert_eq!(r["builds"].as_array().unwrap().len(), 65);
+    assert_eq!(r["workflows"].as_array().unwrap().len(), 65);
+    let names_cut = tools
+        .iter()
+        .filter_map(|t| t["tool"].as_str())
+        .all(|t| t.len() <= 128 + '…'.len_utf8());
+    assert!(
+        names_cut,
+        "a tool name longer than 128 bytes was kept whole"
+    );
+    let page = ok(&report(&["--log", &log, "--format", "html"])).len();
+    let peak = children_peak_kib();
+    eprintln!(
+        "{NAMES} names in a {} KiB log: HTML {} KiB, report peak RSS {peak} KiB",
+        size / 1024,
+        page / 1024
+    );
+    assert!(page < 2 << 20, "the page is {page} bytes");
+    assert!(peak < 64 * 1024, "the report reached {peak} KiB");
+}
+
+/// Issue 36 item 8: a FIFO given as `--log`, or named like a rotated sibling of the log,
+/// is listed as unreadable (not a regular file) instead of blocking the report in `open`;
+/// the regular files beside it are still read. A symbolic link is not followed.
+#[test]
+fn a_fifo_or_a_symlink_named_as_a_log_is_listed_unreadable_without_blocking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mkfifo =
+        |p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let unreadable = |r: &Value| -> Vec<(String, String)> {
+        r["source"]["unreadableFiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| {
+                let s = |k: &str| u[k].as_str().unwrap_or("").to_string();
+                (s("file"), s("error"))
+            })
+            .collect()
+    };
+    let alone = tmp.path().join("alone.jsonl");
+    mkfifo(&alone);
+    let r: Value =
+        serde_json::from_slice(ok(&report(&["--log", alone.to_str().unwrap()]))).unwrap();
+    let u = unreadable(&r);
+    assert_eq!(u.len(), 1, "{u:?}");
+    assert!(u[0].1.contains("a FIFO, not a regular file"), "{u:?}");
+    // A regular active file with a FIFO and a symlink as rotated siblings.
+    let log = write_log(tmp.path(), [tool_call(1, "ReadFiles")]);
+    mkfifo(&tmp.path().join("usage.jsonl.2026-03-01"));
+    std::os::unix::fs::symlink(&log, tmp.path().join("usage.jsonl.2026-02-28")).unwrap();
+    let r: Value = serde_json::from_slice(ok(&report(&["--log", &log]))).unwrap();
+    assert_eq!(r["counts"]["toolCalls"], 1, "{}", r["source"]);
+    let u = unreadable(&r);
+    assert_eq!(u.len(), 2, "{u:?}");
+    assert!(
+        u.iter()
+            .any(|(f, e)| f == "usage.jsonl.2026-03-01" && e.contains("FIFO"))
+    );
+    assert!(
+        u.iter()
+            .any(|(f, e)| f == "usage.jsonl.2026-02-28" && e.contains("symbolic"))
+    );
+}
