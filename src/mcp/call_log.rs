@@ -7,9 +7,9 @@
 //! fields; the tool name is written only when it is one of ours.
 
 use super::context::CallContext;
+use super::tasks::Routed;
 use crate::deadline::Stopwatch;
-use crate::tools::envelope::{Status, ToolOutput};
-use crate::tools::error_code::ErrorCode;
+use crate::tools::envelope::ToolOutput;
 use crate::tools::name::ToolName;
 use crate::tools::usage_facts;
 use crate::usage::event::{ToolCall, ToolStarted};
@@ -111,6 +111,21 @@ impl<'a> CallLog<'a> {
         self.sink.emit(Event::ToolCall(Box::new(call)));
     }
 
+    /// The envelope's closed fields and the size of `result`, what went on the wire.
+    fn outcome(&self, call: &mut ToolCall, out: &ToolOutput, result: &Value) {
+        let e = &out.envelope;
+        call.status = Some(e.status.as_str());
+        call.code = e.error_code.map(|c| c.as_str());
+        call.retryable = Some(e.retryable);
+        call.retry_same_call = Some(e.retry_same_call);
+        call.next_action_tool = e
+            .next_action
+            .as_ref()
+            .and_then(|n| ToolName::parse(&n.tool))
+            .map(ToolName::as_str);
+        call.response_bytes = Some(serialized_len(result));
+    }
+
     /// The call produced a tool result (`result` is what goes on the wire).
     pub fn result(
         self,
@@ -124,17 +139,7 @@ impl<'a> CallLog<'a> {
         }
         let mut call = self.base("result");
         call.thread = self.thread(args, Some(out));
-        let e = &out.envelope;
-        call.status = Some(e.status.as_str());
-        call.code = e.error_code.map(|c| c.as_str());
-        call.retryable = Some(e.retryable);
-        call.retry_same_call = Some(e.retry_same_call);
-        call.next_action_tool = e
-            .next_action
-            .as_ref()
-            .and_then(|n| ToolName::parse(&n.tool))
-            .map(ToolName::as_str);
-        call.response_bytes = Some(serialized_len(result));
+        self.outcome(&mut call, out, result);
         if let Some(tool) = self.tool {
             let f = usage_facts::facts(tool, args, out, read_parallelism);
             call.action = f.action;
@@ -155,24 +160,27 @@ impl<'a> CallLog<'a> {
         }
     }
 
-    /// The call was offered or asked to be an MCP Task: `answer` is a task handle (its
-    /// result is collected later) or, when the server ran it inline, the tool result.
-    pub fn task(self, args: &Map<String, Value>, answer: &Value) {
+    /// The call was offered or asked to be an MCP Task: its answer is a task handle (the
+    /// result is collected later, so the facts come from the arguments and the route) or,
+    /// when the server answered inline, the tool result (the same facts as a synchronous
+    /// call, with the route's wait mode).
+    pub fn task(self, args: &Map<String, Value>, routed: &Routed, read_parallelism: usize) {
         if !self.sink.is_on() {
             return;
         }
-        let sc = answer.get("structuredContent");
-        let mut call = self.base(if sc.is_some() { "result" } else { "task" });
-        call.thread = self.thread(args, None);
-        if let Some(sc) = sc {
-            let closed = |key: &str| sc.get(key).and_then(Value::as_str);
-            call.status = closed("status")
-                .and_then(|s| Status::ALL.iter().find(|x| x.as_str() == s))
-                .map(|s| s.as_str());
-            call.code = closed("errorCode")
-                .and_then(|c| ErrorCode::ALL.iter().find(|x| x.as_str() == c))
-                .map(|c| c.as_str());
-            call.response_bytes = Some(serialized_len(answer));
+        let out = routed.out.as_deref();
+        let mut call = self.base(if out.is_some() { "result" } else { "task" });
+        call.thread = self.thread(args, out);
+        if let Some(out) = out {
+            self.outcome(&mut call, out, &routed.answer);
+        }
+        if let Some(tool) = self.tool {
+            let f = usage_facts::routed_facts(tool, args, out, routed.route, read_parallelism);
+            call.action = f.action;
+            call.command_category = f.command_category;
+            call.batch_items = f.batch_items;
+            call.worker_limit = f.worker_limit;
+            call.facts = f.facts;
         }
         self.write(call);
     }

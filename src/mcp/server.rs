@@ -230,9 +230,9 @@ impl Server {
                 log.result(&args, &out, &result, self.shared.read_parallelism);
                 Ok(result)
             }
-            Ok(Called::Task(args, handle)) => {
-                log.task(&args, &handle);
-                Ok(handle)
+            Ok(Called::Task(args, routed)) => {
+                log.task(&args, &routed, self.shared.read_parallelism);
+                Ok(routed.answer)
             }
             Err(e) => {
                 log.rpc_error(&no_args);
@@ -298,6 +298,6 @@ enum Called {
         Box<crate::tools::envelope::ToolOutput>,
         Value,
     ),
-    /// Handed to a task (or answered through one): the arguments and the answer.
-    Task(Map<String, Value>, Value),
+    /// Handed to a task (or answered through one): the arguments, the answer and its route.
+    Task(Map<String, Value>, tasks::Routed),
 }

@@ -17,7 +17,9 @@ use crate::tasks::wire::{self, Dialect, RELATED_TASK};
 use crate::tools::bash::{self, Step, TaskMode};
 use crate::tools::catalog::task_capable;
 use crate::tools::dispatch;
+use crate::tools::envelope::ToolOutput;
 use crate::tools::name::ToolName;
+use crate::tools::usage_facts::Route;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +71,33 @@ fn declares_extension(params: &Map<String, Value>) -> bool {
         .is_some()
 }
 
+/// A task-capable call's answer and, for its usage record, how it was routed.
+pub struct Routed {
+    /// What goes on the wire: a Task handle, or the tool result answered inline.
+    pub answer: Value,
+    /// The tool's output when the call was answered inline.
+    pub out: Option<Box<ToolOutput>>,
+    pub route: Route,
+}
+
+impl Routed {
+    fn task(answer: Value, route: Route) -> Routed {
+        Routed {
+            answer,
+            out: None,
+            route,
+        }
+    }
+
+    fn inline(out: ToolOutput, route: Route) -> Routed {
+        Routed {
+            answer: out.to_result(),
+            out: Some(Box::new(out)),
+            route,
+        }
+    }
+}
+
 /// One `tools/call` that may become a task.
 pub(super) struct Call<'a> {
     shared: &'a Arc<Shared>,
@@ -96,7 +125,7 @@ impl<'a> Call<'a> {
     }
 
     /// 2025-11-25: the client asked for a task, so the answer is one (or an error).
-    pub fn requested(self, ttl_ms: Option<u64>) -> Result<Value, RpcError> {
+    pub fn requested(self, ttl_ms: Option<u64>) -> Result<Routed, RpcError> {
         let tool = ToolName::parse(&self.name)
             .filter(|t| t.implemented() && self.ctx.policy.permits(*t) && task_capable(*t))
             .ok_or_else(|| {
@@ -128,14 +157,20 @@ impl<'a> Call<'a> {
                         owned,
                         pending,
                     )?;
-                    return Ok(wire::created(&task, Dialect::Handshake));
+                    return Ok(Routed::task(
+                        wire::created(&task, Dialect::Handshake),
+                        Route::Requested,
+                    ));
                 }
                 Ok(Step::Done(out)) => out,
                 Err(e) => e.into_output(tool),
             };
             drop(slot);
             task_runner::complete(self.shared, self.store, &task, out);
-            return Ok(wire::created(&task, Dialect::Handshake));
+            return Ok(Routed::task(
+                wire::created(&task, Dialect::Handshake),
+                Route::Requested,
+            ));
         }
         let args = self.args;
         // Everything else (edits with their checks, non-foreground shell actions) runs whole
@@ -148,24 +183,31 @@ impl<'a> Call<'a> {
             owned,
             move |tctx, _| dispatch(tctx, tool.as_str(), &args),
         )?;
-        Ok(wire::created(&task, Dialect::Handshake))
+        Ok(Routed::task(
+            wire::created(&task, Dialect::Handshake),
+            Route::Requested,
+        ))
     }
 
     /// 2026-07-28: the client accepts tasks; a foreground shell command that outlives its
     /// inline wait (or runs under `until_complete`) becomes one, everything else answers
     /// inline as usual.
-    pub fn offered(self) -> Value {
+    pub fn offered(self) -> Routed {
         let call = self.ctx;
         let tctx = self.shared.tool_ctx(call, crate::usage::CallTrace::none());
         let is_bash = ToolName::parse(&self.name) == Some(ToolName::BashCommand)
             && call.policy.permits(ToolName::BashCommand);
         if !is_bash {
-            return dispatch(&tctx, &self.name, &self.args).to_result();
+            let out = dispatch(&tctx, &self.name, &self.args);
+            return Routed::inline(out, Route::Synchronous);
         }
         let pending = match bash::start(&tctx, &self.args, TaskMode::Offered) {
-            Ok(Step::Done(out)) => return out.to_result(),
+            Ok(Step::Done(out)) => return Routed::inline(out, Route::Offered),
             Ok(Step::Running(p)) => p,
-            Err(e) => return e.into_output(ToolName::BashCommand).to_result(),
+            Err(e) => {
+                let out = e.into_output(ToolName::BashCommand);
+                return Routed::inline(out, Route::Offered);
+            }
         };
         let until_complete =
             self.args.get("wait_policy").and_then(Value::as_str) == Some("until_complete");
@@ -183,7 +225,7 @@ impl<'a> Call<'a> {
                 } else {
                     pending.render(&tctx)
                 };
-                return out.to_result();
+                return Routed::inline(out, Route::OfferedFallback);
             }
         };
         let spawned = task_runner::follow_in_background(
@@ -198,7 +240,7 @@ impl<'a> Call<'a> {
             // The task already ended `failed` with this error; its handle says so.
             log::error!("{}", e.message);
         }
-        wire::created(&task, Dialect::Modern)
+        Routed::task(wire::created(&task, Dialect::Modern), Route::Offered)
     }
 }
 

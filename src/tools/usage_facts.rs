@@ -47,6 +47,25 @@ const TRANSITIONS: &[&str] = &[
     "reset",
 ];
 const MODES: &[&str] = &["wcgw", "architect", "code_writer"];
+const CODEMAP_OPERATIONS: &[&str] = &["outline", "references"];
+
+/// How a call was routed, which decides its inline wait (seed 000's
+/// `effective_wait_mode`): the server's selection, not the time it waited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// No task possible: the normalized synchronous request (`synchronous`).
+    Synchronous,
+    /// 2026-07-28, tasks offered: a foreground command under `adaptive` waits its inline
+    /// allowance and is promoted if still running (`task_inline`); under `until_complete`
+    /// it is a Task at once, zero inline allowance (`task`).
+    Offered,
+    /// Tasks offered but none could be created: `until_complete` takes its bounded
+    /// synchronous fallback (`synchronous`), `adaptive` keeps its inline allowance
+    /// (`task_inline`).
+    OfferedFallback,
+    /// 2025-11-25 task-augmented call: the server accepted a Task at once (`task`, 0 ms).
+    Requested,
+}
 
 /// The usage-relevant view of one call.
 #[derive(Debug, Default)]
@@ -64,19 +83,37 @@ fn closed(list: &[&'static str], s: Option<&str>) -> Option<&'static str> {
     list.iter().find(|x| **x == s).copied()
 }
 
-/// The facts of a call of `tool` with `args` that produced `out`. `read_parallelism` is
-/// the worker limit of batched reads.
+/// The facts of an inline call of `tool` with `args` that produced `out`.
+/// `read_parallelism` is the worker limit of batched reads.
 pub fn facts(
     tool: ToolName,
     args: &Map<String, Value>,
     out: &ToolOutput,
     read_parallelism: usize,
 ) -> CallFacts {
+    routed_facts(tool, args, Some(out), Route::Synchronous, read_parallelism)
+}
+
+/// The facts of a call routed by `route`: with `out` when it was answered inline, from
+/// its arguments alone when the answer is a Task handle (its result comes later).
+pub fn routed_facts(
+    tool: ToolName,
+    args: &Map<String, Value>,
+    out: Option<&ToolOutput>,
+    route: Route,
+    read_parallelism: usize,
+) -> CallFacts {
     let mut f = CallFacts::default();
-    let data = &out.envelope.data;
+    let null = Value::Null;
+    let data = out.map_or(&null, |o| &o.envelope.data);
     match tool {
-        ToolName::Initialize => initialize(&mut f, args, out),
-        ToolName::BashCommand => bash(&mut f, args, out),
+        ToolName::Initialize => {
+            if let Some(out) = out {
+                initialize(&mut f, args, out)
+            }
+        }
+        ToolName::BashCommand => bash(&mut f, args, out, route),
+        ToolName::CodeMap => codemap(&mut f, args, out),
         ToolName::ReadFiles => {
             f.worker_limit = read_parallelism as u64;
             read_files(&mut f, args);
@@ -92,9 +129,12 @@ pub fn facts(
                     f.batch_items = items.len() as u64;
                 }
             }
-            let replayed = data.get("replayed").and_then(Value::as_bool) == Some(true);
-            f.facts.edit_replayed = Some(replayed);
-            f.facts.edit_committed = Some(out.envelope.status == Status::Completed && !replayed);
+            if let Some(out) = out {
+                let replayed = data.get("replayed").and_then(Value::as_bool) == Some(true);
+                f.facts.edit_replayed = Some(replayed);
+                f.facts.edit_committed =
+                    Some(out.envelope.status == Status::Completed && !replayed);
+            }
         }
         _ => {}
     }
@@ -171,7 +211,7 @@ fn initialize(f: &mut CallFacts, args: &Map<String, Value>, out: &ToolOutput) {
     };
 }
 
-fn bash(f: &mut CallFacts, args: &Map<String, Value>, out: &ToolOutput) {
+fn bash(f: &mut CallFacts, args: &Map<String, Value>, out: Option<&ToolOutput>, route: Route) {
     let x = &mut f.facts;
     let policy = closed(POLICIES, args.get("wait_policy").and_then(Value::as_str));
     x.requested_wait_policy = policy;
@@ -198,6 +238,55 @@ fn bash(f: &mut CallFacts, args: &Map<String, Value>, out: &ToolOutput) {
     if let Action::Command { command, .. } = &act {
         f.command_category = Some(command_category(command));
     }
+    if let Some(out) = out {
+        outcome(x, out);
+    }
+    // The selected inline allowance, for the wait-consuming actions only, and only once
+    // the call got past its argument and session checks (seed 000); a Task handle means
+    // the server accepted the call.
+    let waits = matches!(
+        act,
+        Action::Command { .. } | Action::StatusCheck { .. } | Action::Input { .. }
+    );
+    let routed = out.is_none_or(|o| {
+        !matches!(
+            o.envelope.status,
+            Status::InvalidInput
+                | Status::NeedsInitialize
+                | Status::Conflict
+                | Status::PolicyBlocked
+        )
+    });
+    let seconds = action::wait_seconds(args).ok().flatten();
+    let effective = policy.unwrap_or("adaptive");
+    if waits
+        && routed
+        && let Some(plan) = action::plan_wait(&act, effective, seconds)
+    {
+        let promotable = matches!(
+            act,
+            Action::Command {
+                background: false,
+                ..
+            }
+        ) && effective != "return_early";
+        let until_complete = effective == "until_complete";
+        let (mode, ms) = match route {
+            Route::Requested => ("task", 0),
+            Route::Offered if promotable && until_complete => ("task", 0),
+            Route::Offered | Route::OfferedFallback if promotable && !until_complete => {
+                ("task_inline", plan.timeout_ms)
+            }
+            _ => ("synchronous", plan.timeout_ms),
+        };
+        x.effective_wait_policy = Some(effective);
+        x.effective_wait_ms = Some(ms);
+        x.effective_wait_mode = Some(mode);
+    }
+}
+
+/// What a BashCommand result says of its process (closed states and numbers only).
+fn outcome(x: &mut Facts, out: &ToolOutput) {
     let data = &out.envelope.data;
     x.exit_code = data.get("exit_code").and_then(Value::as_i64);
     x.truncated = data.get("truncated").and_then(Value::as_bool);
@@ -208,26 +297,25 @@ fn bash(f: &mut CallFacts, args: &Map<String, Value>, out: &ToolOutput) {
             .and_then(|s| s.get("process_status"))
             .and_then(Value::as_str),
     );
-    // The selected inline allowance, for the wait-consuming actions only, and only once
-    // the call got past its argument and session checks (seed 000).
-    let waits = matches!(
-        act,
-        Action::Command { .. } | Action::StatusCheck { .. } | Action::Input { .. }
+}
+
+/// CodeMap: the operation, and for an answer, where the mapped source lies (`canonical`
+/// workspace files, or a `helper` in the managed temporary directory, seed 003) and the
+/// navigation payload's bytes (the text block an agent reads, what the helper cap bounds).
+fn codemap(f: &mut CallFacts, args: &Map<String, Value>, out: Option<&ToolOutput>) {
+    f.action = closed(
+        CODEMAP_OPERATIONS,
+        args.get("operation").and_then(Value::as_str),
     );
-    let routed = !matches!(
-        out.envelope.status,
-        Status::InvalidInput | Status::NeedsInitialize | Status::Conflict | Status::PolicyBlocked
-    );
-    let seconds = action::wait_seconds(args).ok().flatten();
-    let effective = policy.unwrap_or("adaptive");
-    if waits
-        && routed
-        && let Some(plan) = action::plan_wait(&act, effective, seconds)
-    {
-        x.effective_wait_policy = Some(effective);
-        x.effective_wait_ms = Some(plan.timeout_ms);
-        x.effective_wait_mode = Some("synchronous");
-    }
+    let Some(out) = out.filter(|o| o.envelope.status == Status::Completed) else {
+        return;
+    };
+    let data = &out.envelope.data;
+    f.facts.source_kind = Some(match data.get("helper_map") {
+        Some(Value::Object(_)) => "helper",
+        _ => "canonical",
+    });
+    f.facts.payload_bytes = Some(out.text.len() as u64);
 }
 
 fn read_files(f: &mut CallFacts, args: &Map<String, Value>) {

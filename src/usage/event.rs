@@ -185,6 +185,13 @@ pub struct Facts {
     /// A return-final admission's receipt class.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_class: Option<&'static str>,
+    // CodeMap (seed 000's canonical root fields).
+    /// `canonical` (workspace source) or `helper` (a map of a managed temporary helper).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_kind: Option<&'static str>,
+    /// Bytes of the navigation payload (the answer's text block).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<u64>,
     // The managed temporary directory, as measured by this call's audit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temporary_usage_schema: Option<u32>,
