@@ -452,6 +452,84 @@ mod tests {
         assert!(!text.contains("SECRET"), "{text}");
     }
 
+    /// Seed 000's modes: the route decides, the policy and action say whether a task
+    /// could take the command; a Task handle (no output) still records the call's facts.
+    #[test]
+    fn the_route_selects_the_wait_mode() {
+        let mode = |args: Value, out: Option<&ToolOutput>, route: Route| {
+            let f = routed_facts(ToolName::BashCommand, &map(args), out, route, 4);
+            (
+                f.action,
+                f.facts.effective_wait_mode,
+                f.facts.effective_wait_ms,
+            )
+        };
+        let cmd = |extra: Value| {
+            let mut a = json!({"action_json": {"command": "sleep 9"}, "wait_for_seconds": 2});
+            for (k, v) in extra.as_object().unwrap() {
+                a[k] = v.clone();
+            }
+            a
+        };
+        let until = json!({"wait_policy": "until_complete"});
+        let early = json!({"wait_policy": "return_early"});
+        let c = Some("command");
+        assert_eq!(
+            mode(cmd(json!({})), None, Route::Requested),
+            (c, Some("task"), Some(0))
+        );
+        assert_eq!(
+            mode(cmd(until.clone()), None, Route::Offered),
+            (c, Some("task"), Some(0))
+        );
+        assert_eq!(
+            mode(cmd(json!({})), None, Route::Offered),
+            (c, Some("task_inline"), Some(2000))
+        );
+        let done = out(ToolName::BashCommand, json!({"exit_code": 0}), "");
+        assert_eq!(
+            mode(cmd(json!({})), Some(&done), Route::OfferedFallback),
+            (c, Some("task_inline"), Some(2000))
+        );
+        assert_eq!(
+            mode(cmd(until), Some(&done), Route::OfferedFallback),
+            (c, Some("synchronous"), Some(50_000))
+        );
+        assert_eq!(
+            mode(cmd(early), Some(&done), Route::Offered),
+            (c, Some("synchronous"), Some(2000))
+        );
+        let status = json!({"action_json": {"status_check": true}});
+        assert_eq!(
+            mode(status, Some(&done), Route::Offered),
+            (Some("status_check"), Some("synchronous"), Some(10_000))
+        );
+        let screen = json!({"action_json": {"screen": true}});
+        assert_eq!(
+            mode(screen, None, Route::Requested),
+            (Some("screen"), None, None)
+        );
+    }
+
+    #[test]
+    fn codemap_facts_name_the_source_kind_and_the_payload() {
+        let args = map(json!({"operation": "outline", "path": "CANARY"}));
+        let o = out(ToolName::CodeMap, json!({"path": "CANARY"}), "12345");
+        let f = facts(ToolName::CodeMap, &args, &o, 4);
+        assert_eq!(f.action, Some("outline"));
+        assert_eq!(f.facts.source_kind, Some("canonical"));
+        assert_eq!(f.facts.payload_bytes, Some(5));
+        let o = out(
+            ToolName::CodeMap,
+            json!({"helper_map": {"capped": false}}),
+            "",
+        );
+        let f = facts(ToolName::CodeMap, &args, &o, 4);
+        assert_eq!(f.facts.source_kind, Some("helper"));
+        let text = serde_json::to_string(&f.facts).unwrap();
+        assert!(!text.contains("CANARY"), "{text}");
+    }
+
     #[test]
     fn read_shapes_follow_the_range_table_and_bad_entries_stay_unknown() {
         let args = map(json!({"file_paths": ["a", "b:1-2", "c:-5", "d:7", "e:9-"]}));
