@@ -1,10 +1,11 @@
-//! Native prompts (issue 14): text and Enter are written to the running foreground
-//! execution a prompt names, only while its screen says it waits for input and its input
-//! box holds no draft, as one buffer in the same event-loop turn as the checks — framed
-//! as `agent admit` frames it (`submit`: a bracketed paste when the program turned that
-//! on, then Enter), so an agent TUI submits it rather than keeping it as a draft (issue
-//! 35); afterwards the guardian watches that execution's screen for activity against the
-//! baseline taken at the write.
+//! Native prompts (issue 14): text and Enter are written to the running execution a
+//! prompt names — the foreground program on the shell's terminal, or a background command
+//! on its own PTY (issue 37 item 3: an orchestrator's several agents) — only while that
+//! terminal's screen says it waits for input and its input box holds no draft, as one
+//! buffer in the same event-loop turn as the checks, framed as `agent admit` frames it
+//! (`submit`: a bracketed paste when the program turned that on, then Enter), so an agent
+//! TUI submits it rather than keeping it as a draft (issue 35); afterwards the guardian
+//! watches that execution's screen for activity against the baseline taken at the write.
 //!
 //! Invariants: nothing is written unless every check passed in this turn (a refusal
 //! writes nothing). Activity is strict: a busy or approval state recognised from the
@@ -21,7 +22,16 @@ use crate::shell::{pty, submit};
 use crate::wire::guardian::{
     PromptAsk, PromptDelivery, PromptRefusal, PromptReply, PromptStatus, guardian_identity,
 };
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// A running execution a prompt can be written to: its terminal and where to write.
+struct Target<'a> {
+    screen: &'a vt100::Screen,
+    quiet_ms: u64,
+    master: RawFd,
+    /// Output bytes its terminal printed so far.
+    total: u64,
+}
 
 fn wire_state(s: TurnState) -> String {
     serde_json::to_value(s)
@@ -38,10 +48,51 @@ impl Session {
         format!("{id}/{}", self.shell.pid)
     }
 
-    /// The screen of the running foreground execution `id`, if that is what runs.
+    /// The screen of the running execution `id` (foreground or background) and how long
+    /// it has been quiet.
     fn live_screen(&self, id: &str) -> Option<(String, u64)> {
+        if let Some(b) = self.bg.values().find(|b| b.exec.id == id) {
+            let s = b.screen.as_ref().filter(|_| !b.exec.finished())?;
+            return Some((super::screen::screen_text(s.vt.screen()), s.quiet_ms()));
+        }
+        // Rendered only for the running foreground `id` (a watch of an ended execution
+        // stays cheap on every loop turn).
+        self.fg.as_ref().filter(|e| e.id == id && !e.finished())?;
         let f = self.screen_fact()?;
-        (f.execution_id == id).then_some((f.text, f.quiet_ms))
+        Some((f.text, f.quiet_ms))
+    }
+
+    /// The running execution `id` as a prompt's target, if it can take input now.
+    fn target(&self, id: &str) -> Option<Target<'_>> {
+        if let Some(b) = self.bg.values().find(|b| b.exec.id == id) {
+            let s = b.screen.as_ref().filter(|_| !b.exec.finished())?;
+            return Some(Target {
+                screen: s.vt.screen(),
+                quiet_ms: s.quiet_ms(),
+                master: b.master.as_ref()?.as_raw_fd(),
+                total: b.exec.log.total(),
+            });
+        }
+        self.fg.as_ref().filter(|e| e.id == id && !e.finished())?;
+        if !self.shell.alive {
+            return None;
+        }
+        Some(Target {
+            screen: self.vt.screen(),
+            quiet_ms: (unix_ms() - self.clocks.last_activity_ms).max(0) as u64,
+            master: self.shell.master.as_raw_fd(),
+            total: self.transcript.total(),
+        })
+    }
+
+    /// Why no prompt can go to `id` now.
+    fn gone(&self, id: &str) -> PromptRefusal {
+        let finished_bg = self.bg.values().any(|b| b.exec.id == id);
+        match &self.fg {
+            Some(e) if e.id == id => PromptRefusal::Exited,
+            _ if finished_bg => PromptRefusal::Exited,
+            _ => PromptRefusal::NotRunning,
+        }
     }
 
     fn refuse(&self, refusal: PromptRefusal, state: Option<String>) -> PromptReply {
@@ -70,59 +121,55 @@ impl Session {
             return self.refuse(PromptRefusal::AlreadySent, None);
         }
         let now = unix_ms();
-        let current = self.live_screen(&ask.execution_id).map(|(text, _)| text);
-        let total = self.transcript.total();
-        let pending = self.prompts.watches.iter().any(|w| {
-            w.execution_id == ask.execution_id
-                && !w.activity
-                && now - w.written_ms < PENDING_MS
-                && !(total > w.written_total && current.as_ref() == Some(&w.baseline))
-        });
-        if pending {
-            let state = Some("previous_prompt_pending".to_string());
-            return self.refuse(PromptRefusal::NotReady, state);
-        }
-        let Some((screen, quiet_ms)) = self.live_screen(&ask.execution_id) else {
-            let refusal = match &self.fg {
-                Some(e) if e.id == ask.execution_id => PromptRefusal::Exited,
-                _ if self.bg.values().any(|b| b.exec.id == ask.execution_id) => {
-                    PromptRefusal::NotForeground
-                }
-                _ => PromptRefusal::NotRunning,
+        // Every check reads the target's terminal in this turn; the write follows at once.
+        let (screen, master, total, state, bracketed) = {
+            let Some(t) = self.target(&ask.execution_id) else {
+                return self.refuse(self.gone(&ask.execution_id), None);
             };
-            return self.refuse(refusal, None);
-        };
-        let input = RecognitionInput {
-            screen: &screen,
-            quiet_ms,
-            running: true,
-        };
-        let detection = match turn::recognize(&choice, &input, None) {
-            Ok(d) => d,
-            Err(_) => return self.refuse(PromptRefusal::UnsupportedRecognizer, None),
-        };
-        let state = wire_state(detection.state);
-        if !matches!(detection.state, TurnState::AwaitingInput | TurnState::Idle) {
-            return self.refuse(PromptRefusal::NotReady, Some(state));
-        }
-        // A draft in the input box would be merged with the prompt and submitted with
-        // it; an agent's input box that cannot be found cannot be checked.
-        match composer::on_screen(self.vt.screen(), &detection.recognizer) {
-            Composer::HoldsText => {
-                return self.refuse(
-                    PromptRefusal::NotReady,
-                    Some(Composer::HoldsText.as_str().into()),
-                );
+            let screen = super::screen::screen_text(t.screen);
+            let pending = self.prompts.watches.iter().any(|w| {
+                w.execution_id == ask.execution_id
+                    && !w.activity
+                    && now - w.written_ms < PENDING_MS
+                    && !(t.total > w.written_total && screen == w.baseline)
+            });
+            if pending {
+                let state = Some("previous_prompt_pending".to_string());
+                return self.refuse(PromptRefusal::NotReady, state);
             }
-            Composer::NotFound if composer::depth(&detection.recognizer) > 0 => {
-                return self.refuse(
-                    PromptRefusal::NotReady,
-                    Some(Composer::NotFound.as_str().into()),
-                );
+            let input = RecognitionInput {
+                screen: &screen,
+                quiet_ms: t.quiet_ms,
+                running: true,
+            };
+            let detection = match turn::recognize(&choice, &input, None) {
+                Ok(d) => d,
+                Err(_) => return self.refuse(PromptRefusal::UnsupportedRecognizer, None),
+            };
+            let state = wire_state(detection.state);
+            if !matches!(detection.state, TurnState::AwaitingInput | TurnState::Idle) {
+                return self.refuse(PromptRefusal::NotReady, Some(state));
             }
-            Composer::Empty | Composer::NotFound => {}
-        }
-        let bracketed = submit::bracketed(self.vt.screen());
+            // A draft in the input box would be merged with the prompt and submitted with
+            // it; an agent's input box that cannot be found cannot be checked.
+            match composer::on_screen(t.screen, &detection.recognizer) {
+                Composer::HoldsText => {
+                    return self.refuse(
+                        PromptRefusal::NotReady,
+                        Some(Composer::HoldsText.as_str().into()),
+                    );
+                }
+                Composer::NotFound if composer::depth(&detection.recognizer) > 0 => {
+                    return self.refuse(
+                        PromptRefusal::NotReady,
+                        Some(Composer::NotFound.as_str().into()),
+                    );
+                }
+                Composer::Empty | Composer::NotFound => {}
+            }
+            let bracketed = submit::bracketed(t.screen);
+            (screen, t.master, t.total, state, bracketed)
+        };
         if bracketed && ask.text.contains(submit::PASTE_END) {
             // It would end the paste early and type the rest (the tool refuses it first).
             return self.refuse(PromptRefusal::NotReady, Some("text_holds_paste_end".into()));
@@ -130,9 +177,17 @@ impl Session {
         let baseline_seq = self.activity.seq;
         let bytes = submit::bytes(&ask.text, bracketed);
         self.touch();
+        if let Some(s) = self
+            .bg
+            .values_mut()
+            .find(|b| b.exec.id == ask.execution_id)
+            .and_then(|b| b.screen.as_mut())
+        {
+            s.last_output_ms = now;
+        }
         // One buffer: the kernel may take a long text in pieces, but Enter is never a
         // separate request made after another check.
-        let written = pty::write_all(self.shell.master.as_raw_fd(), &bytes);
+        let written = pty::write_all(master, &bytes);
         let suppressed = turn::resembles_activity(&ask.text, usize::from(pty::DEFAULT_COLS));
         self.activity.bump();
         let delivery = match written {
@@ -166,29 +221,38 @@ impl Session {
 
     /// Recognise watched executions' screens now, so short busy phases are not missed
     /// between two status requests. Cheap when nothing is pending: one scan of the
-    /// watches.
+    /// watches; each watched execution's screen is rendered once per call.
     pub fn observe_prompts(&mut self) {
-        let Some(fg) = self.fg.as_ref().filter(|e| !e.finished()) else {
-            return;
-        };
-        let pending = |w: &Watch| !w.activity && !w.suppressed && w.execution_id == fg.id;
+        let pending = |w: &Watch| !w.activity && !w.suppressed;
         if !self.prompts.watches.iter().any(pending) {
             return;
         }
         let generation = self.generation();
-        let Some(fact) = self.screen_fact() else {
-            return;
-        };
-        for w in self.prompts.watches.iter_mut() {
-            if w.activity || w.suppressed || w.execution_id != fact.execution_id {
+        let mut screens: Vec<(String, Option<(String, u64)>)> = Vec::new();
+        for i in 0..self.prompts.watches.len() {
+            let w = &self.prompts.watches[i];
+            if !pending(w) || w.generation != generation {
                 continue;
             }
-            if w.generation != generation || fact.text == w.baseline {
+            let id = w.execution_id.clone();
+            let view = match screens.iter().find(|(s, _)| *s == id) {
+                Some((_, v)) => v.clone(),
+                None => {
+                    let v = self.live_screen(&id);
+                    screens.push((id, v.clone()));
+                    v
+                }
+            };
+            let Some((text, quiet_ms)) = view else {
+                continue;
+            };
+            let w = &mut self.prompts.watches[i];
+            if text == w.baseline {
                 continue;
             }
             let input = RecognitionInput {
-                screen: &fact.text,
-                quiet_ms: fact.quiet_ms,
+                screen: &text,
+                quiet_ms,
                 running: true,
             };
             if let Ok(d) = turn::recognize(&w.choice, &input, None)
@@ -210,10 +274,14 @@ impl Session {
                 ..PromptStatus::default()
             };
         };
-        let exit = match &self.fg {
-            Some(e) if e.id == w.execution_id && e.finished() => Some(e.exit_code),
-            Some(e) if e.id == w.execution_id => None,
-            // Replaced by a later command: it ended; its code is in the history.
+        let bg = self.bg.values().find(|b| b.exec.id == w.execution_id);
+        let exit = match (&self.fg, bg) {
+            (_, Some(b)) if b.exec.finished() => Some(b.exec.exit_code),
+            (_, Some(_)) => None,
+            (Some(e), _) if e.id == w.execution_id && e.finished() => Some(e.exit_code),
+            (Some(e), _) if e.id == w.execution_id => None,
+            // Replaced by a later command (or a background tombstone expired): it ended;
+            // its code is in the history.
             _ => Some(None),
         };
         let state = match exit {

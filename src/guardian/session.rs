@@ -45,6 +45,8 @@ pub struct Background {
     pub pid: i32,
     pub master: Option<OwnedFd>,
     pub finished_at_ms: Option<i64>,
+    /// Its terminal, while it runs (native prompts check readiness on it).
+    pub screen: Option<super::screen::BgScreen>,
 }
 
 pub struct Clocks {
@@ -212,6 +214,9 @@ impl Session {
         if let Some(b) = self.bg.get_mut(id) {
             b.harvest.feed(bytes, &mut self.secrets);
             b.exec.log.append(bytes);
+            if let Some(s) = b.screen.as_mut() {
+                s.feed(bytes);
+            }
         }
         self.activity.bump();
         self.touch();
@@ -237,6 +242,7 @@ impl Session {
                 }
                 b.exec.finish(Some(code));
                 b.finished_at_ms = Some(unix_ms());
+                b.screen = None;
                 super::slots::release(&super::slots::dir_for(&self.spec.session_dir), b.pid);
                 any = true;
             }
@@ -391,6 +397,7 @@ impl Session {
                 pid: spawned.pid,
                 master: Some(spawned.master),
                 finished_at_ms: None,
+                screen: Some(super::screen::BgScreen::new()),
             },
         );
         Ok(id)

@@ -397,9 +397,10 @@ pub enum PromptDelivery {
 pub enum PromptRefusal {
     /// The runtime identity or shell changed since the caller looked.
     GenerationChanged,
-    /// The target is the foreground execution, and it has ended.
+    /// The target (the foreground execution or a background command) has ended.
     Exited,
-    /// The target is a background execution (no terminal screen to check).
+    /// The target is a background execution: only from guardians built before prompts
+    /// to background commands (issue 37 item 3), which had no screen to check there.
     NotForeground,
     /// The target is not running in this session.
     NotRunning,

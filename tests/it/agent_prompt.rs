@@ -126,11 +126,12 @@ fn a_busy_exited_or_background_target_gets_nothing() {
     let done = id_of(&a.bash(&s, json!({"command": "true"})));
     let r = agent(&mut a, &s, prompt(&done, "late", "hello", 0.0));
     assert_eq!(sc(&r)["errorCode"], "agent_target_not_ready", "{r}");
-    // A background command has no screen to check.
+    // A background command is checked on its own screen: a sleeper shows no input box
+    // (issue 37 item 3; `agent_background` prompts background agents).
     let bg = id_of(&a.bash(&s, json!({"command": "sleep 30", "is_background": true})));
     let r = agent(&mut a, &s, prompt(&bg, "bg", "hello", 0.0));
     assert_eq!(sc(&r)["errorCode"], "agent_target_not_ready", "{r}");
-    assert_eq!(sc(&r)["data"]["reason"], "not_foreground", "{r}");
+    assert_eq!(sc(&r)["data"]["reason"], "not_ready", "{r}");
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod support;
 mod adapter_memory;
 mod agent;
 mod agent_app_server;
+mod agent_background;
 mod agent_herdr;
 mod agent_herdr_errors;
 mod agent_herdr_fifo;

@@ -2,6 +2,10 @@
 //! (principal, `prompt_id`), bound to the runtime generation that was checked, and its
 //! receipt is persisted before anything is sent.
 //!
+//! The target is a running execution of the caller's session: the foreground program or
+//! a background command (each has its own terminal, and readiness is checked on the
+//! target's own screen).
+//!
 //! Order of a prompt: scope check of the target (history record) → guardian capability
 //! and generation (snapshot) → claim the receipt as `uncertain` (an existing claim is
 //! answered as stored, never sent again) → the guardian's one-turn readiness check and
@@ -97,23 +101,13 @@ pub fn prompt(
         found => found?,
     };
     let refused = |why: &str| json!({"input_sent": false, "target": p.target, "reason": why});
-    if record.process_status != "running" {
+    if record.process_status != crate::wire::guardian::ProcessStatus::Running {
         return Err(not_ready(
             format!(
                 "{} is {}; nothing was sent",
                 p.target, record.process_status
             ),
             refused("exited"),
-        ));
-    }
-    if record.bg_command_id.is_some() {
-        return Err(not_ready(
-            format!(
-                "{} is a background command: prompts go to the session's foreground program \
-                 (its screen is what readiness is checked on); nothing was sent",
-                p.target
-            ),
-            refused("not_foreground"),
         ));
     }
     let client = GuardianClient::new(Path::new(&record.socket));
@@ -320,7 +314,12 @@ fn refusal(p: &PromptArgs, r: Option<PromptRefusal>, state: Option<String>) -> T
         ),
         Some(PromptRefusal::NotForeground) => (
             "not_foreground",
-            format!("{} is a background command; nothing was sent", p.target),
+            format!(
+                "{} is a background command and this session's guardian predates prompts \
+                 to background commands; nothing was sent. Initialize reset_shell starts a \
+                 current one (it ends what runs in the shell)",
+                p.target
+            ),
         ),
         Some(PromptRefusal::UnsupportedRecognizer) => (
             "unsupported_recognizer",
