@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use support::HARD_TIMEOUT;
@@ -148,6 +148,71 @@ fn last_and_build_filters_select_terminal_events() {
     assert_eq!(recent["counts"]["toolCalls"], 0);
     assert_eq!(recent["tools"], Value::Array(vec![]));
     assert_eq!(recent["execution"]["effectiveWaitMs"]["p50"], Value::Null);
+}
+
+/// `--last N` keeps the auxiliary lines (`tool_started`, `tool_phase`) of the calls that
+/// end in its window, even those written before the window's first terminal line; the
+/// auxiliary lines of calls that end before it stay out. Before the fix every auxiliary
+/// line before the window's first terminal line was cut (`toolStarted` and `toolPhases`
+/// 0 here, and `startedWithoutTerminal` blind to the calls in the window).
+#[test]
+fn last_keeps_the_auxiliary_lines_of_the_calls_in_its_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("usage.jsonl");
+    let started = |id: &str, ts: i64| {
+        format!(
+            r#"{{"usage_schema":1,"ts_ms":{ts},"event":"tool_started","usage_call_id":"{id}","tool":"BashCommand","principal":"local"}}"#
+        )
+    };
+    let phase = |id: &str, ts: i64| {
+        format!(
+            r#"{{"usage_schema":1,"ts_ms":{ts},"event":"tool_phase","usage_call_id":"{id}","phase":"wait","start_ms":0.1,"duration_ms":5.0}}"#
+        )
+    };
+    let call = |id: &str, ts: i64| {
+        format!(
+            r#"{{"usage_schema":1,"ts_ms":{ts},"event":"tool_call","usage_call_id":"{id}","transport":"stdio","tool":"BashCommand","build":"b","principal":"local","outcome":"result","status":"completed","duration_ms":6.0,"batch_items":0,"worker_limit":0}}"#
+        )
+    };
+    // a ends before the window; b and c end in it, their starts and phases interleaved
+    // before b's terminal line.
+    let lines = [
+        started("a", 1),
+        phase("a", 2),
+        call("a", 3),
+        started("b", 4),
+        started("c", 5),
+        phase("b", 6),
+        phase("c", 7),
+        call("b", 8),
+        call("c", 9),
+    ];
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let path = log.to_str().unwrap();
+    let r = report_json(&["--log", path, "--last", "2"]);
+    let counts = &r["counts"];
+    assert_eq!(counts["toolCalls"], 2, "{counts}");
+    assert_eq!(counts["toolStarted"], 2, "b's and c's starts: {counts}");
+    assert_eq!(counts["toolPhases"], 2, "b's and c's phases: {counts}");
+    assert_eq!(counts["startedWithoutTerminal"], 0, "{counts}");
+    assert_eq!(r["source"]["linesSeen"], 9);
+    // The window of the last call alone: its own start and phase, not b's.
+    let r = report_json(&["--log", path, "--last", "1"]);
+    let counts = &r["counts"];
+    assert_eq!(
+        (
+            &counts["toolCalls"],
+            &counts["toolStarted"],
+            &counts["toolPhases"]
+        ),
+        (&json!(1), &json!(1), &json!(1)),
+        "{counts}"
+    );
+    assert_eq!(counts["startedWithoutTerminal"], 0, "{counts}");
+    // The whole log: everything.
+    let r = report_json(&["--log", path, "--last", "3"]);
+    assert_eq!(r["counts"]["toolStarted"], 3);
+    assert_eq!(r["counts"]["toolPhases"], 3);
 }
 
 /// Chromium from Debian's packages (`make test` installs it), or `None` with a note.

@@ -261,8 +261,8 @@ impl Line<'_> {
     }
 }
 
-/// The fields the filters look at, for the counting pass of `--last` (skipping the rest
-/// of a line is cheaper than reading it).
+/// The fields the filters and the window look at, for the counting pass of `--last`
+/// (skipping the rest of a line is cheaper than reading it).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct Head<'a> {
@@ -272,6 +272,9 @@ pub struct Head<'a> {
     pub ts_ms: Scalar<'a>,
     #[serde(borrow)]
     pub build: Scalar<'a>,
+    /// Joins a call's auxiliary lines to its `tool_call`.
+    #[serde(borrow)]
+    pub usage_call_id: Scalar<'a>,
 }
 
 impl Head<'_> {

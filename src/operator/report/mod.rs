@@ -4,7 +4,9 @@
 //! racing the report renames a file it already holds), and reads them oldest first. With
 //! `--last N`, a first pass counts the lines the filters select and the second aggregates
 //! the last N of them; auxiliary lines (`tool_started`, `tool_phase`) never count towards
-//! N (seed 000). Malformed and oversized lines are counted and skipped.
+//! N (seed 000), but those of a call whose `tool_call` is in the window belong to it even
+//! when they precede the window's first line (they share its `usage_call_id`).
+//! Malformed and oversized lines are counted and skipped.
 //!
 //! Every file is opened with `O_NONBLOCK | O_NOFOLLOW` and judged through its descriptor:
 //! a FIFO, device, directory or symbolic link named like a log is listed as unreadable,
@@ -24,7 +26,9 @@ mod svg;
 use crate::config::opcli::ReportArgs;
 use line::Kind;
 use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
+use std::hash::{BuildHasher, RandomState};
 use std::io::{BufRead, BufReader, Seek};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -119,7 +123,13 @@ enum Class {
     Selected,
     /// Not there during the counting pass.
     Unseen,
+    /// An auxiliary line before the window's first line whose call ends in the window.
+    Pulled,
 }
+
+/// Auxiliary lines kept per call: the writer emits one `tool_started` and at most 17
+/// `tool_phase` lines per call; a log repeating one id more often is not the writer's.
+const MAX_AUX_PER_CALL: usize = 64;
 
 /// Where the last N selected lines start, from the counting pass.
 struct Window {
@@ -131,33 +141,59 @@ struct Window {
 impl Window {
     fn plan(files: &[(PathBuf, File)], filters: &Filters, n: u64) -> Window {
         let mut classes = Vec::with_capacity(files.len());
-        let mut selected: Vec<(usize, usize)> = Vec::new();
+        // The last N selected lines, each with the auxiliary lines of its call; and the
+        // auxiliary lines of calls whose terminal line has not been read yet, by call id.
+        let mut selected: VecDeque<((usize, usize), Vec<(usize, usize)>)> = VecDeque::new();
+        let mut open: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+        let ids = RandomState::new();
         for (fi, (_, f)) in files.iter().enumerate() {
             let mut c = Vec::new();
             let mut ignored = 0;
             let _ = each_line(f, &mut ignored, |b| {
+                let pos = (fi, c.len());
                 let class = match line::parse_head(b) {
                     None => Class::Malformed,
                     Some(h) => {
                         let k = h.kind();
+                        let id = h.usage_call_id.str().map(|id| ids.hash_one(id));
+                        let mut aux = Vec::new();
+                        match (k, id) {
+                            (_, Some(id)) if k.auxiliary() => {
+                                let lines = open.entry(id).or_default();
+                                if lines.len() < MAX_AUX_PER_CALL {
+                                    lines.push(pos);
+                                }
+                            }
+                            (Kind::ToolCall, Some(id)) => {
+                                aux = open.remove(&id).unwrap_or_default();
+                            }
+                            _ => {}
+                        }
                         match !k.auxiliary() && filters.keep(k, h.ts_ms.i64(), h.build.str()) {
-                            true => Class::Selected,
+                            true => {
+                                selected.push_back((pos, aux));
+                                if selected.len() as u64 > n {
+                                    selected.pop_front();
+                                }
+                                Class::Selected
+                            }
                             false => Class::Other,
                         }
                     }
                 };
-                if class == Class::Selected {
-                    selected.push((fi, c.len()));
-                }
                 c.push(class);
             });
             classes.push(c);
         }
-        let skip = selected.len().saturating_sub(n as usize);
-        let start = match (n, selected.get(skip)) {
-            (0, _) | (_, None) => (files.len(), 0),
-            (_, Some(pos)) => *pos,
+        let start = match selected.front() {
+            Some((pos, _)) if n > 0 => *pos,
+            _ => (files.len(), 0),
         };
+        for (_, aux) in &selected {
+            for &(f, i) in aux.iter().filter(|p| **p < start) {
+                classes[f][i] = Class::Pulled;
+            }
+        }
         Window { classes, start }
     }
 
@@ -167,7 +203,7 @@ impl Window {
         let Some(class) = self.classes.get(f).and_then(|c| c.get(i)) else {
             return Some(Class::Unseen);
         };
-        ((f, i) < self.start).then_some(*class)
+        ((f, i) < self.start && *class != Class::Pulled).then_some(*class)
     }
 }
 
