@@ -10,7 +10,7 @@ use super::Limits;
 use crate::shell::output::{clean, segment_end};
 use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::store::history::{self as table, Record};
-use crate::wire::guardian::{ExecFact, Facts, execution_number};
+use crate::wire::guardian::{ExecFact, Facts, ProcessStatus, execution_number};
 use rusqlite::Connection;
 
 /// Raw journal bytes converted per record per pass; the next pass continues.
@@ -93,7 +93,7 @@ pub fn apply(
             table::update(c, &r)?;
             applied.changed = true;
         }
-        if r.process_status == "running" || r.output_pending {
+        if r.process_status == ProcessStatus::Running || r.output_pending {
             applied.open += 1;
         }
     }
@@ -142,8 +142,8 @@ fn stamp(before: &Record, r: &mut Record, seq: i64, now_ms: i64) {
 
 /// The runtime cannot tell this record's outcome any more.
 fn lost(r: &mut Record, reason: &str, now_ms: i64, limits: &Limits) {
-    if r.process_status == "running" {
-        r.process_status = "unknown".into();
+    if r.process_status == ProcessStatus::Running {
+        r.process_status = ProcessStatus::Unknown;
         r.unknown_reason = Some(reason.into());
         end(r, now_ms, limits);
     }
@@ -175,13 +175,13 @@ fn step(
         r.journal_offset = f.journal_offset as i64;
     }
     let more = capture(c, r, f.finished, known, limits)?;
-    if f.finished && r.process_status == "running" {
+    if f.finished && r.process_status == ProcessStatus::Running {
         if f.shell_died {
-            r.process_status = "unknown".into();
+            r.process_status = ProcessStatus::Unknown;
             r.unknown_reason =
                 Some("the shell exited before the command's end was reported".into());
         } else {
-            r.process_status = "exited".into();
+            r.process_status = ProcessStatus::Exited;
             r.exit_code = f.exit_code.map(i64::from);
         }
         end(r, now_ms, limits);
@@ -435,8 +435,8 @@ mod tests {
         };
         apply(&c, &facts, false, &Limits::default(), 0, &mut None).unwrap();
         let status = |id: &str| table::get(&c, &scope, id).unwrap().unwrap().process_status;
-        assert_eq!(status("a-1"), "unknown");
-        assert_eq!(status("a-2"), "running");
-        assert_eq!(status("a-3"), "running");
+        assert_eq!(status("a-1"), ProcessStatus::Unknown);
+        assert_eq!(status("a-2"), ProcessStatus::Running);
+        assert_eq!(status("a-3"), ProcessStatus::Running);
     }
 }

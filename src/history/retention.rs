@@ -6,7 +6,7 @@
 //! running records may exceed them until they end).
 
 use super::Limits;
-use crate::store::history::{self as table, Scope};
+use crate::store::history::{self as table, ProcessStatus, Scope};
 use rusqlite::Connection;
 
 /// Remove expired records everywhere; returns how many went.
@@ -36,7 +36,7 @@ pub fn enforce(c: &Connection, scope: &Scope, limits: &Limits) -> rusqlite::Resu
         if count <= limits.records_per_scope && bytes <= limits.scope_bytes as i64 {
             break;
         }
-        if status == "running" {
+        if *status == ProcessStatus::Running {
             continue;
         }
         doomed.push(*id);
@@ -92,7 +92,7 @@ mod tests {
 
     fn finish(c: &Connection, n: usize, at_ms: i64, limits: &Limits) {
         let mut r = table::get(c, &scope(), &format!("e-{n}")).unwrap().unwrap();
-        r.process_status = "exited".into();
+        r.process_status = ProcessStatus::Exited;
         r.exit_code = Some(0);
         r.finished_at_ms = Some(at_ms);
         r.expires_at_ms = Some(at_ms + limits.ttl_ms);

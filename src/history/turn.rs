@@ -6,7 +6,7 @@
 
 use crate::shell::turn::{self, Choice, RecognitionInput, TurnState};
 use crate::store::history::{self as table, Record, Screen};
-use crate::wire::guardian::ScreenFact;
+use crate::wire::guardian::{ProcessStatus, ScreenFact};
 use rusqlite::Connection;
 
 /// The wire name of a state (`awaiting_input`, …).
@@ -36,7 +36,7 @@ pub fn apply(
     let input = RecognitionInput {
         screen: text,
         quiet_ms: fact.quiet_ms,
-        running: r.process_status == "running",
+        running: r.process_status == ProcessStatus::Running,
     };
     let detection = turn::recognize(&Choice::Auto, &input, None).ok();
     let previous = table::screen(c, r.rowid)?;

@@ -7,6 +7,8 @@
 //! so "changed after cursor N" is a plain comparison. Output offsets count bytes of the
 //! cleaned, redacted text the recorder stored, from the execution's first byte.
 
+pub use crate::wire::guardian::ProcessStatus;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 pub const MIGRATION: &str = "CREATE TABLE executions (
@@ -94,6 +96,22 @@ pub struct NewRecord {
     pub now_ms: i64,
 }
 
+/// A status is stored as its name (`ProcessStatus::as_str`): the schema's partial index
+/// and retention's queries compare the column with `'running'`.
+impl ToSql for ProcessStatus {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for ProcessStatus {
+    fn column_result(v: ValueRef<'_>) -> FromSqlResult<ProcessStatus> {
+        let s = v.as_str()?;
+        ProcessStatus::parse(s)
+            .ok_or_else(|| FromSqlError::Other(format!("unknown process_status {s:?}").into()))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub rowid: i64,
@@ -105,8 +123,8 @@ pub struct Record {
     pub bg_command_id: Option<String>,
     pub command: String,
     pub cwd: String,
-    /// `running`, `exited` or `unknown`.
-    pub process_status: String,
+    /// `Running`, `Exited` or `Unknown` (stored as its name).
+    pub process_status: ProcessStatus,
     pub exit_code: Option<i64>,
     pub unknown_reason: Option<String>,
     pub first_at_ms: i64,
@@ -453,7 +471,10 @@ pub fn scope_totals(c: &Connection, scope: &Scope) -> rusqlite::Result<(usize, i
 }
 
 /// Every record of `scope` with its retained bytes, oldest first (for the byte cap).
-pub fn scope_usage(c: &Connection, scope: &Scope) -> rusqlite::Result<Vec<(i64, String, i64)>> {
+pub fn scope_usage(
+    c: &Connection,
+    scope: &Scope,
+) -> rusqlite::Result<Vec<(i64, ProcessStatus, i64)>> {
     let mut st = c.prepare_cached(
         "SELECT id, process_status, retained_bytes + screen_bytes
          FROM executions WHERE principal = ?1 AND thread_id = ?2 AND workspace_root = ?3
@@ -484,4 +505,31 @@ pub fn expired(c: &Connection, now_ms: i64) -> rusqlite::Result<Vec<i64>> {
     )?;
     let rows = st.query_map(params![now_ms], |r| r.get(0))?;
     rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status is stored under its wire name and read back as the same variant; a name
+    /// no status has is an error, never a guess.
+    #[test]
+    fn a_status_is_stored_by_its_wire_name_and_read_back() {
+        let c = Connection::open_in_memory().unwrap();
+        for s in [
+            ProcessStatus::Idle,
+            ProcessStatus::Running,
+            ProcessStatus::Exited,
+            ProcessStatus::ShellExited,
+            ProcessStatus::Unknown,
+        ] {
+            let back: ProcessStatus = c.query_row("SELECT ?1", [s], |r| r.get(0)).unwrap();
+            assert_eq!(back, s);
+            let name: String = c.query_row("SELECT ?1", [s], |r| r.get(0)).unwrap();
+            assert_eq!(serde_json::to_value(s).unwrap(), name.as_str());
+            assert_eq!(s.to_string(), name);
+        }
+        let bad = c.query_row("SELECT 'done'", [], |r| r.get::<_, ProcessStatus>(0));
+        assert!(bad.is_err());
+    }
 }

@@ -134,6 +134,42 @@ pub enum ProcessStatus {
     Exited,
     /// The shell itself ended; a reset is needed.
     ShellExited,
+    /// Never sent by a guardian: the execution history's verdict on a command whose
+    /// outcome the runtime lost (its guardian is gone or was replaced, or its shell died
+    /// before the end was reported). It has no exit code and is never success.
+    Unknown,
+}
+
+impl ProcessStatus {
+    /// The name on the wire, in tool answers and in the history table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessStatus::Idle => "idle",
+            ProcessStatus::Running => "running",
+            ProcessStatus::Exited => "exited",
+            ProcessStatus::ShellExited => "shell_exited",
+            ProcessStatus::Unknown => "unknown",
+        }
+    }
+
+    /// The status named `s` (`as_str`'s inverse).
+    pub fn parse(s: &str) -> Option<ProcessStatus> {
+        [
+            ProcessStatus::Idle,
+            ProcessStatus::Running,
+            ProcessStatus::Exited,
+            ProcessStatus::ShellExited,
+            ProcessStatus::Unknown,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for ProcessStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The typed state of a command, decided by the runtime only (never parsed from text).

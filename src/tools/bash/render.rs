@@ -61,7 +61,8 @@ pub fn action(
             s.elapsed_ms as f64 / 1000.0
         ),
         ProcessStatus::Idle => "status: idle (no command running)".into(),
-        ProcessStatus::ShellExited => {
+        // `Unknown` is the history's verdict; a guardian never answers it.
+        ProcessStatus::ShellExited | ProcessStatus::Unknown => {
             "status: the shell exited; reset it with Initialize reset_shell".into()
         }
     };
@@ -89,7 +90,7 @@ pub fn action(
             };
             (Status::Running, None, Some(next))
         }
-        ProcessStatus::ShellExited => {
+        ProcessStatus::ShellExited | ProcessStatus::Unknown => {
             let next = NextAction {
                 tool: "Initialize".into(),
                 instruction: "Reset the shell to continue.".into(),

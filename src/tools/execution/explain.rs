@@ -5,7 +5,7 @@
 use super::{Ctx, done, execution_id, fresh, only, refuse, unavailable, view, with};
 use crate::deadline::unix_ms;
 use crate::shell::turn::{self, Choice, RecognitionInput};
-use crate::store::history as table;
+use crate::store::history::{self as table, ProcessStatus};
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value, json};
@@ -46,7 +46,7 @@ pub fn run(x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
         .open
         .read(|c| table::screen(c, r.rowid))
         .map_err(unavailable)?;
-    let running = r.process_status == "running";
+    let running = r.process_status == ProcessStatus::Running;
     let (screen, quiet_ms) = match &shot {
         // Quiet time keeps growing after the capture while nothing new was recorded.
         Some(s) => (

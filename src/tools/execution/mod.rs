@@ -16,7 +16,7 @@ use super::error::{Fix, ToolError};
 use super::name::ToolName;
 use crate::deadline::Deadline;
 use crate::history::{Open, cursor};
-use crate::store::history::{self as table, Record, Scope};
+use crate::store::history::{self as table, ProcessStatus, Record, Scope};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -351,7 +351,7 @@ fn synced(x: &Ctx) -> Result<Deadline, ToolError> {
 pub(crate) fn fresh(x: &Ctx, id: &str) -> Result<Record, ToolError> {
     let deadline = synced(x)?;
     let r = find(x, id)?;
-    if r.process_status != "running" && !r.output_pending {
+    if r.process_status != ProcessStatus::Running && !r.output_pending {
         return Ok(r);
     }
     let client = crate::ipc::GuardianClient::new(std::path::Path::new(&r.socket));

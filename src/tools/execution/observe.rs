@@ -12,7 +12,7 @@ use super::{unavailable, view, with};
 use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
 use crate::ipc::GuardianClient;
-use crate::store::history as table;
+use crate::store::history::{self as table, ProcessStatus};
 use crate::tools::envelope::{Status, ToolOutput};
 use crate::tools::error::Fix;
 use crate::tools::error::{ToolError, mark};
@@ -165,7 +165,7 @@ pub fn run(x: &Ctx, parsed: Parsed, deadline: &Deadline) -> Result<ToolOutput, T
     let mut refresh_errors: BTreeMap<String, String> = BTreeMap::new();
     let mut refreshed = HashSet::new();
     for r in before.values().flatten() {
-        let open = r.process_status == "running" || r.output_pending;
+        let open = r.process_status == ProcessStatus::Running || r.output_pending;
         if open && refreshed.insert(r.guardian.clone()) {
             let client = GuardianClient::new(std::path::Path::new(&r.socket));
             if let Err(e) = x.open.refresh(&client, &deadline) {

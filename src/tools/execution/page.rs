@@ -5,7 +5,7 @@
 //! since the cursor's snapshot answers `resync_required` from the new snapshot's start.
 
 use crate::history::cursor::{Key, Kind};
-use crate::store::history::{self as table, Record};
+use crate::store::history::{self as table, ProcessStatus, Record};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
@@ -138,7 +138,7 @@ fn output(
     let text = utf8_prefix(&bytes[lead..]);
     let start = offset + lead as u64;
     let next = start + text.len() as u64;
-    let live = r.process_status == "running" || r.output_pending;
+    let live = r.process_status == ProcessStatus::Running || r.output_pending;
     let next_cursor = key.seal(
         scope,
         &Kind::Page {

@@ -6,7 +6,7 @@
 //! tool's text nor `data`: a command cannot move the reader's cursor, rewrite its title
 //! bar or ring its bell when a list is printed on a terminal.
 
-use crate::store::history::Record;
+use crate::store::history::{ProcessStatus, Record};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -82,10 +82,9 @@ pub fn full(r: &Record) -> Value {
 
 /// `<id> <status> <command>` for text answers.
 pub fn line(r: &Record) -> String {
-    let status = match (r.process_status.as_str(), r.exit_code) {
-        ("exited", Some(c)) => format!("exited {c}"),
-        ("unknown", _) => "unknown".to_string(),
-        (s, _) => s.to_string(),
+    let status = match (r.process_status, r.exit_code) {
+        (ProcessStatus::Exited, Some(c)) => format!("exited {c}"),
+        (s, _) => s.as_str().to_string(),
     };
     let bg = r
         .bg_command_id

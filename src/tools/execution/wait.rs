@@ -9,7 +9,7 @@ use super::{Ctx, done, execution_id, list_fix, only, refuse, refuse_to_list, tim
 use super::{unavailable, view, with};
 use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
-use crate::store::history::{self as table, Record};
+use crate::store::history::{self as table, ProcessStatus, Record};
 use crate::tools::envelope::{NextAction, ToolOutput};
 use crate::tools::error::{Fix, ToolError};
 use serde_json::{Map, Value, json};
@@ -181,8 +181,8 @@ fn happened(r: &Record, after: i64, events: &[&str]) -> Vec<&'static str> {
         .filter(|e| match *e {
             "state" => state,
             "output" => r.output_seq > after,
-            "exited" => state && r.process_status == "exited",
-            "unknown" => state && r.process_status == "unknown",
+            "exited" => state && r.process_status == ProcessStatus::Exited,
+            "unknown" => state && r.process_status == ProcessStatus::Unknown,
             other => turn_is(other),
         })
         .collect()
@@ -239,7 +239,7 @@ pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, Too
         if !watched {
             // Records another adapter admitted: watch their guardians from here too.
             for r in records.iter().filter_map(|(_, r)| r.as_ref()) {
-                if r.process_status == "running" || r.output_pending {
+                if r.process_status == ProcessStatus::Running || r.output_pending {
                     x.open.watch(&r.guardian, &r.socket);
                 }
             }
