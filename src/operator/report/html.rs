@@ -3,7 +3,9 @@
 //! can open it from a file or a mail attachment.
 //!
 //! Invariant: the page is built from the JSON report alone, and every string from the
-//! log is escaped (`svg::esc`): a crafted log line cannot inject markup.
+//! log is escaped (`svg::esc`): a crafted log line cannot inject markup. A card shows a
+//! figure the log has — none for an unknown (`null`) one, no HTTP cards for a log without
+//! HTTP lines — and the timeline's labels are as precise as its bars.
 
 use super::svg::{self, esc};
 use serde_json::Value;
@@ -26,7 +28,11 @@ fn num(v: &Value) -> String {
     }
 }
 
+/// A card for `v`, or nothing when the log has no such figure (`null`).
 fn card(out: &mut String, label: &str, v: &Value) {
+    if v.is_null() {
+        return;
+    }
     let _ = write!(
         out,
         r#"<div class="card">{}<b>{}</b></div>"#,
@@ -55,8 +61,15 @@ pub fn render(r: &Value) -> String {
     );
     card(&mut out, "tool calls", &r["counts"]["toolCalls"]);
     card(&mut out, "error results", &r["errorResults"]);
-    card(&mut out, "HTTP requests", &r["counts"]["httpRequests"]);
-    card(&mut out, "HTTP rejected", &r["counts"]["httpRejected"]);
+    // A log without HTTP lines (stdio only) has no HTTP figures, not zero of them.
+    let counts = &r["counts"];
+    let http_seen = [&counts["httpRequests"], &counts["httpRejected"]]
+        .iter()
+        .any(|v| v.as_u64().is_some_and(|n| n > 0));
+    if http_seen {
+        card(&mut out, "HTTP requests", &counts["httpRequests"]);
+        card(&mut out, "HTTP rejected", &counts["httpRejected"]);
+    }
     card(
         &mut out,
         "audit violations",
@@ -100,13 +113,13 @@ fn tools_table(out: &mut String, r: &Value) {
 
 fn latency(out: &mut String, r: &Value) {
     out.push_str("<h2>Latency per tool</h2><div class=\"grid\">");
-    let bounds: Vec<String> = r["latencyBucketsMs"]
+    let limits: Vec<f64> = r["latencyBucketsMs"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|b| format!("≤{}", num(b)))
-        .chain(std::iter::once("more".to_string()))
+        .filter_map(Value::as_f64)
         .collect();
+    let bounds = bucket_labels(&limits);
     for t in r["tools"].as_array().into_iter().flatten() {
         let name = t["tool"].as_str().unwrap_or("unknown");
         let counts: Vec<u64> = t["latencyHistogram"]
@@ -115,13 +128,20 @@ fn latency(out: &mut String, r: &Value) {
             .flatten()
             .map(|c| c.as_u64().unwrap_or(0))
             .collect();
+        let l = &t["latencyMs"];
+        let figures = match l["p50"].is_null() {
+            true => "no duration recorded".to_string(),
+            false => format!(
+                "p50 {} ms · p95 {} ms · max {} ms",
+                num(&l["p50"]),
+                num(&l["p95"]),
+                num(&l["max"])
+            ),
+        };
         let _ = write!(
             out,
-            "<div><h3>{} <span class=\"muted\">p50 {} ms · p95 {} ms · max {} ms</span></h3>{}</div>",
+            "<div><h3>{} <span class=\"muted\">{figures}</span></h3>{}</div>",
             esc(name),
-            num(&t["latencyMs"]["p50"]),
-            num(&t["latencyMs"]["p95"]),
-            num(&t["latencyMs"]["max"]),
             svg::columns(
                 "latency",
                 &format!("{name} latency (ms)"),
@@ -150,18 +170,12 @@ fn timeline(out: &mut String, r: &Value) {
         out.push_str("<p class=\"muted\">No tool call with a known time.</p>");
         return;
     };
-    let labels: Vec<String> = (0..calls.len())
-        .map(|i| {
-            let at = start.saturating_add(bucket.saturating_mul(i as i64));
-            let iso = crate::usage::period::iso(at);
-            iso.get(11..16).unwrap_or("").to_string()
-        })
-        .collect();
+    let labels = time_labels(start, bucket, calls.len());
     let _ = write!(
         out,
-        "<p class=\"muted\">From {} UTC, {} s per bar; errors in red.</p>{}",
+        "<p class=\"muted\">From {} UTC, {} per bar; errors in red.</p>{}",
         crate::usage::period::iso(start),
-        bucket / 1000,
+        duration(bucket / 1000),
         svg::columns(
             "timeline",
             "tool calls over time",
@@ -170,6 +184,78 @@ fn timeline(out: &mut String, r: &Value) {
             Some(&errors)
         )
     );
+}
+
+/// Histogram labels for bucket upper bounds in ms: `≤0.5`, `≤20`, `≤1 s`, then `>5 s`.
+fn bucket_labels(limits: &[f64]) -> Vec<String> {
+    let ms = |v: f64| match v >= 1000.0 {
+        true => format!("{} s", v / 1000.0),
+        false => format!("{v}"),
+    };
+    let mut out: Vec<String> = limits.iter().map(|b| format!("≤{}", ms(*b))).collect();
+    out.push(match limits.last() {
+        Some(b) => format!(">{}", ms(*b)),
+        None => "all".into(),
+    });
+    out
+}
+
+/// Labels for `n` bars of `bucket` ms from `start`: each bar's start time, as precise as
+/// the bars — seconds unless every label falls on a whole minute, the date when the bars
+/// cross midnight, the year when they cross a year.
+fn time_labels(start: i64, bucket: i64, n: usize) -> Vec<String> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let isos: Vec<String> = (0..n)
+        .map(|i| {
+            let at = start.saturating_add(bucket.saturating_mul(i as i64));
+            crate::usage::period::iso(at)
+        })
+        .collect();
+    // `YYYY-MM-DDTHH:MM:SSZ`; a year is not always four digits: cut from the end.
+    let cut = |iso: &str, from_end: usize, to_end: usize| -> String {
+        let (len, from) = (iso.len(), iso.len().saturating_sub(from_end));
+        iso.get(from..len.saturating_sub(to_end))
+            .unwrap_or("")
+            .to_string()
+    };
+    let differ = |from_end: usize, to_end: usize| {
+        let first = cut(&isos[0], from_end, to_end);
+        isos.iter().any(|i| cut(i, from_end, to_end) != first)
+    };
+    let seconds = isos.iter().any(|i| cut(i, 3, 1) != "00");
+    let years = differ(usize::MAX, 15);
+    let dates = differ(usize::MAX, 10);
+    isos.iter()
+        .map(|i| {
+            let time = cut(i, 9, if seconds { 1 } else { 4 });
+            match (years, dates) {
+                (true, _) => format!("{} {time}", cut(i, usize::MAX, 10)),
+                (false, true) => format!("{} {time}", cut(i, 15, 10)),
+                _ => time,
+            }
+        })
+        .collect()
+}
+
+/// `secs` as `1 d 2 h 3 min 4 s`, zero parts left out.
+fn duration(secs: i64) -> String {
+    let parts = [
+        (secs / 86_400, "d"),
+        (secs % 86_400 / 3600, "h"),
+        (secs % 3600 / 60, "min"),
+        (secs % 60, "s"),
+    ];
+    let text: Vec<String> = parts
+        .iter()
+        .filter(|(n, _)| *n != 0)
+        .map(|(n, unit)| format!("{n} {unit}"))
+        .collect();
+    match text.is_empty() {
+        true => "0 s".into(),
+        false => text.join(" "),
+    }
 }
 
 fn errors(out: &mut String, r: &Value) {
@@ -286,5 +372,41 @@ mod tests {
         assert!(!page.to_lowercase().contains("<script"), "{page}");
         assert!(page.contains("&lt;script&gt;"));
         assert_eq!(page.matches("<svg").count(), 3);
+        // A stdio-only log: no HTTP cards, no unknown adapter overhead.
+        let cards = &page[page.find("class=\"cards\"").unwrap()..page.find("<h2>").unwrap()];
+        assert!(
+            !cards.contains("unknown") && !cards.contains("HTTP"),
+            "{cards}"
+        );
+        assert!(cards.contains("tool calls"));
+    }
+
+    #[test]
+    fn timeline_labels_are_as_precise_as_the_bars() {
+        // 2026-03-01T06:00:00Z, one-second bars: every label has its seconds.
+        let six = 1_772_344_800_000;
+        let l = time_labels(six, 1000, 61);
+        assert_eq!((l[0].as_str(), l[1].as_str()), ("06:00:00", "06:00:01"));
+        assert_eq!(l[60], "06:01:00");
+        // Whole-minute bars on whole minutes: no seconds.
+        assert_eq!(time_labels(six, 60_000, 3), ["06:00", "06:01", "06:02"]);
+        // Whole minutes from an odd second: the seconds matter.
+        assert_eq!(time_labels(six + 5000, 60_000, 2), ["06:00:05", "06:01:05"]);
+        // Across midnight: the date; across a year: the year.
+        let l = time_labels(six, 12 * 3_600_000, 3);
+        assert_eq!(l, ["03-01 06:00", "03-01 18:00", "03-02 06:00"]);
+        let l = time_labels(six, 200 * 86_400_000, 3);
+        assert_eq!(
+            l,
+            ["2026-03-01 06:00", "2026-09-17 06:00", "2027-04-05 06:00"]
+        );
+        assert!(time_labels(six, 1000, 0).is_empty());
+        // Extreme times do not panic.
+        assert_eq!(time_labels(i64::MIN, i64::MAX, 3).len(), 3);
+        assert_eq!(duration(1), "1 s");
+        assert_eq!(duration(5401), "1 h 30 min 1 s");
+        assert_eq!(duration(86_400), "1 d");
+        let b = bucket_labels(&[0.5, 1.0, 1000.0, 5000.0]);
+        assert_eq!(b, ["≤0.5", "≤1", "≤1 s", "≤5 s", ">5 s"]);
     }
 }
