@@ -55,6 +55,7 @@ mod policy;
 mod prompts_resources;
 mod protocol;
 mod report_hostile;
+mod report_html;
 mod sandbox;
 mod secrets;
 mod security_cursor;

@@ -5,16 +5,23 @@
 use crate::support;
 
 use serde_json::Value;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::{ExitStatus, Output, Stdio};
 use support::HARD_TIMEOUT;
 
 /// Run `report` with `args` (a temp HOME, no configured log), killed past `HARD_TIMEOUT`.
 fn report(args: &[&str]) -> Output {
+    report_measured(args).0
+}
+
+/// `report(args)` and the report's own peak resident set in KiB (from `wait4`: other
+/// children of this test process, such as the browsers other modules start, do not count).
+fn report_measured(args: &[&str]) -> (Output, i64) {
     let tmp = tempfile::tempdir().unwrap();
     let env = support::isolated_env(tmp.path(), &tmp.path().join("state"), tmp.path());
-    let child = support::command(&env)
+    let mut child = support::command(&env)
         .arg("report")
         .args(args)
         .stdin(Stdio::null())
@@ -23,17 +30,57 @@ fn report(args: &[&str]) -> Output {
         .spawn()
         .unwrap();
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
     let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
+        let _ = tx.send(wait_measured(pid.as_raw()));
     });
     match rx.recv_timeout(HARD_TIMEOUT) {
-        Ok(out) => out.unwrap(),
+        Ok((status, peak)) => {
+            let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+            (
+                Output {
+                    status,
+                    stdout,
+                    stderr,
+                },
+                peak,
+            )
+        }
         Err(_) => {
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             panic!("report {args:?} did not finish within {HARD_TIMEOUT:?}");
         }
     }
+}
+
+/// Reap the child `pid`: its exit status and its peak resident set in KiB.
+fn wait_measured(pid: i32) -> (ExitStatus, i64) {
+    let mut status = 0;
+    let mut ru = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
+    loop {
+        // SAFETY: wait4 writes the status and the rusage we own; `pid` is our child,
+        // not reaped elsewhere (its `Child` handle is never waited on).
+        let rc = unsafe { nix::libc::wait4(pid, &mut status, 0, ru.as_mut_ptr()) };
+        if rc == pid {
+            break;
+        }
+        assert_eq!(
+            std::io::Error::last_os_error().kind(),
+            std::io::ErrorKind::Interrupted
+        );
+    }
+    // SAFETY: initialised by the successful call above (and zeroed before it).
+    let peak = unsafe { ru.assume_init() }.ru_maxrss;
+    (ExitStatus::from_raw(status), peak)
 }
 
 fn ok(out: &Output) -> &[u8] {
@@ -60,16 +107,6 @@ fn tool_call(ts: i64, tool: &str) -> String {
     format!(
         r#"{{"usage_schema":1,"ts_ms":{ts},"event":"tool_call","tool":{tool:?},"status":"completed","duration_ms":1.0,"build":"b"}}"#
     )
-}
-
-/// Largest resident set of any child this test process has waited for, in KiB.
-fn children_peak_kib() -> i64 {
-    let mut ru = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the rusage we own; RUSAGE_CHILDREN is a valid selector.
-    let rc = unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, ru.as_mut_ptr()) };
-    assert_eq!(rc, 0);
-    // SAFETY: initialised by the successful call above (and zeroed before it).
-    unsafe { ru.assume_init() }.ru_maxrss
 }
 
 /// `ts_ms` of `i64::MIN`, 0 and `i64::MAX` in one log: the timeline's span does not fit
@@ -129,7 +166,8 @@ fn many_distinct_names_are_folded_into_an_other_row() {
         }),
     );
     let size = std::fs::metadata(&log).unwrap().len();
-    let r: Value = serde_json::from_slice(ok(&report(&["--log", &log]))).unwrap();
+    let (json, json_peak) = report_measured(&["--log", &log]);
+    let r: Value = serde_json::from_slice(ok(&json)).unwrap();
     let tools = r["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 65, "64 names and (other)");
     let other = tools.iter().find(|t| t["tool"] == "(other)").unwrap();
@@ -146,8 +184,9 @@ fn many_distinct_names_are_folded_into_an_other_row() {
         names_cut,
         "a tool name longer than 128 bytes was kept whole"
     );
-    let page = ok(&report(&["--log", &log, "--format", "html"])).len();
-    let peak = children_peak_kib();
+    let (html, peak) = report_measured(&["--log", &log, "--format", "html"]);
+    let page = ok(&html).len();
+    let peak = peak.max(json_peak);
     eprintln!(
         "{NAMES} names in a {} KiB log: HTML {} KiB, report peak RSS {peak} KiB",
         size / 1024,
