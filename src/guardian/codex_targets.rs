@@ -3,8 +3,10 @@
 //! the last look) so `CodexTargets` and `CodexAdmit` read only what is new.
 //!
 //! Invariants: a prompt is written only in the same loop turn as the checks that allow it
-//! (same incarnation, rollout idle with no half-written line, the process still running),
-//! as one buffer; a refusal writes nothing. The guardian never opens SQLite: requests are
+//! (same incarnation, rollout idle with no half-written line — or, for `agent send`'s
+//! one-way steering, any attached phase — the process still running), as one buffer; a
+//! refusal writes nothing. A write the terminal took no byte of is `delivery_failed`
+//! (nothing reached the agent); one that failed part-way is `indeterminate`. The guardian never opens SQLite: requests are
 //! registered and completed by the admitting process and the request observer.
 
 use super::reaper;
@@ -253,6 +255,8 @@ impl CodexTargets {
             );
         }
         match (t.observer.as_str(), t.phase.as_str(), ask.armable) {
+            // `agent send` steers the running turn (seed 001); `admit` never does.
+            ("attached", "busy", false) if ask.steer => {}
             ("attached", "busy", _) => {
                 return refuse(AdmitOutcome::Busy, "a provider turn is running", Some(t));
             }
@@ -270,11 +274,25 @@ impl CodexTargets {
         let bytes = submit::bytes(&ask.text, ask.paste == PasteMode::Bracketed);
         s.touch();
         s.activity.bump();
-        match pty::write_all(master, &bytes) {
-            Ok(()) => refuse(AdmitOutcome::Written, "written once", Some(t)),
-            Err(e) => refuse(
+        let steered = t.phase == "busy";
+        match pty::write_counted(master, &bytes) {
+            (_, Ok(())) if steered => refuse(
+                AdmitOutcome::Written,
+                "written once, into the running turn (steering)",
+                Some(t),
+            ),
+            (_, Ok(())) => refuse(AdmitOutcome::Written, "written once", Some(t)),
+            (0, Err(e)) => refuse(
+                AdmitOutcome::DeliveryFailed,
+                &format!("the agent's terminal took none of the prompt: {e}"),
+                Some(t),
+            ),
+            (n, Err(e)) => refuse(
                 AdmitOutcome::Indeterminate,
-                &format!("write failed part-way: {e}"),
+                &format!(
+                    "write failed part-way ({n} of {} bytes taken): {e}",
+                    bytes.len()
+                ),
                 Some(t),
             ),
         }

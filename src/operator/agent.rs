@@ -157,7 +157,16 @@ fn send(config: &Config, a: SendArgs, authoritative: bool) -> Result<ExitCode, O
         },
         return_final: a.return_final,
         final_timeout_ms: a.final_timeout_ms,
+        // `send` keeps its interactive behaviour: a one-way prompt may steer a running
+        // turn (seed 001). `admit` never steers.
+        steer: !authoritative,
     };
+    // Where the rollout ended before the write: a steered prompt's turn has no cursor.
+    let before = found.as_ref().and_then(|l| {
+        l.target
+            .cursor
+            .or_else(|| std::fs::metadata(&l.target.rollout).ok().map(|m| m.len()))
+    });
     let exe = std::env::current_exe().map_err(|e| OpError(format!("own executable: {e}")))?;
     let receipt = admit(&store, &admission, found.as_ref(), &exe);
     let mut v = receipt.to_json();
@@ -165,7 +174,7 @@ fn send(config: &Config, a: SendArgs, authoritative: bool) -> Result<ExitCode, O
         // `send` waits briefly for the observer to see the prompt arrive.
         if let Some(l) = found.as_ref() {
             // An app-server acknowledges by answering turn/start (the receipt says so).
-            let ack = matches!(l.via, Via::AppServer { .. }) || acknowledged(l);
+            let ack = matches!(l.via, Via::AppServer { .. }) || acknowledged(l, before);
             v["acknowledged"] = json!(ack);
         }
     }
@@ -210,13 +219,10 @@ fn refused_timeout(a: &SendArgs, raw: &str) -> ExitCode {
 /// How long `send` waits for the rollout to show the prompt's turn.
 const ACK_WAIT: Duration = Duration::from_secs(5);
 
-/// Whether the agent's rollout showed a new turn after the write, within `ACK_WAIT`.
-fn acknowledged(l: &Located) -> bool {
-    let Some(cursor) = l
-        .target
-        .cursor
-        .or_else(|| std::fs::metadata(&l.target.rollout).ok().map(|m| m.len()))
-    else {
+/// Whether the agent's rollout showed a new turn or user message after `cursor` (where
+/// it ended before the write), within `ACK_WAIT`.
+fn acknowledged(l: &Located, cursor: Option<u64>) -> bool {
+    let Some(cursor) = cursor else {
         return false;
     };
     let deadline = Deadline::after("send acknowledgement", ACK_WAIT);

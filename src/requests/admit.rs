@@ -1,5 +1,10 @@
 //! Admission: register → the guardian's checked one-write → store what was written →
 //! hand a return-final request to its observer. See the module invariants in `mod.rs`.
+//!
+//! `agent admit` never steers: a busy target is refused. `agent send` (one-way) may
+//! write into a running turn (seed 001: it keeps its interactive behaviour). A write the
+//! agent's terminal took no byte of ends the request `delivery_failed` (stored, one
+//! terminal event, nothing written); a write that failed part-way is `indeterminate`.
 
 use super::app_server::{self, Asked, HostAdmit, HostConn};
 use super::observer;
@@ -8,7 +13,9 @@ use super::{CAPABILITIES_VERSION, MAX_FINAL_TIMEOUT_MS, MAX_TEXT_BYTES, valid_re
 use crate::deadline::unix_ms;
 use crate::ipc::GuardianClient;
 use crate::store::Store;
-use crate::store::agent_requests::{AgentRequest, DELIVERED, Registration, SUBMITTED, Terminal};
+use crate::store::agent_requests::{
+    ADMITTING, AgentRequest, DELIVERED, Registration, SUBMITTED, Terminal,
+};
 use crate::wire::codex::{AdmitOutcome, CodexAdmit, CodexTarget, PasteMode};
 use crate::wire::guardian::{Request, Response};
 use sha2::{Digest, Sha256};
@@ -63,6 +70,10 @@ pub struct Admission {
     pub paste: PasteMode,
     pub return_final: bool,
     pub final_timeout_ms: u64,
+    /// `agent send`: a one-way prompt may be written while a turn runs (steering it).
+    /// Ignored for a return-final request and for app-server targets (they take a
+    /// `turn/start` only when idle). Not part of the idempotency key.
+    pub steer: bool,
 }
 
 fn digest(parts: &[&[u8]]) -> String {
@@ -228,7 +239,47 @@ pub fn admit(store: &Store, a: &Admission, located: Option<&Located>, exe: &Path
         AdmitOutcome::Unavailable => release(Class::Unavailable, &detail),
         AdmitOutcome::StaleIncarnation => release(Class::StaleIncarnation, &detail),
         AdmitOutcome::ObserverFailure => release(Class::ObserverFailure, &detail),
+        AdmitOutcome::DeliveryFailed => delivery_failed(store, a, &base, &detail),
     }
+}
+
+/// The agent's terminal took none of the prompt: the request is stored with its receipt
+/// and ends `delivery_failed` (one terminal event), so repeating the id reads this
+/// receipt and a watcher sees the end. Nothing was written.
+fn delivery_failed(store: &Store, a: &Admission, base: &Receipt, detail: &str) -> Receipt {
+    let mut receipt = Receipt::rejected(
+        base,
+        Class::DeliveryFailed,
+        &format!(
+            "{detail}; nothing was written (a new request_id may admit it again once the \
+             agent takes input)"
+        ),
+    );
+    let now = unix_ms();
+    let row = AgentRequest {
+        principal: a.principal.clone(),
+        request_id: a.request_id.clone(),
+        state: ADMITTING.into(),
+        receipt: Some(receipt.to_json().to_string()),
+        owner: super::this_owner(),
+        updated_at_ms: now,
+        ..Default::default()
+    };
+    let end = Terminal {
+        state: "delivery_failed",
+        final_message: None,
+        reason: Some(detail),
+        turn_id: None,
+        at_ms: now,
+    };
+    match store
+        .request_written(&row)
+        .and_then(|_| store.request_finish(&a.principal, &a.request_id, &end))
+    {
+        Ok(_) => {}
+        Err(e) => receipt.detail = format!("{}; the state store: {e}", receipt.detail),
+    }
+    receipt
 }
 
 /// The session's guardian: its checked one-write on the PTY.
@@ -239,6 +290,7 @@ fn ask_guardian(loc: &Located, a: &Admission) -> Answer {
         text: a.text.clone(),
         paste: a.paste,
         armable: a.return_final,
+        steer: a.steer && !a.return_final,
     };
     match GuardianClient::new(&loc.socket).try_call(&Request::CodexAdmit(ask), Duration::ZERO) {
         Ok(Response::CodexAdmitted(r)) => {

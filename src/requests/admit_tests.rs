@@ -20,6 +20,7 @@ pub(crate) fn admission() -> Admission {
         paste: PasteMode::Bracketed,
         return_final: true,
         final_timeout_ms: 0,
+        steer: false,
     }
 }
 

@@ -15,10 +15,13 @@ pub enum Class {
     ObserverFailure,
     InternalFailure,
     Indeterminate,
+    /// The write to the agent's terminal failed before its first byte: nothing reached
+    /// the agent (`prompt_written: false`), the request is terminal `delivery_failed`.
+    DeliveryFailed,
 }
 
 impl Class {
-    pub const ALL: [Class; 9] = [
+    pub const ALL: [Class; 10] = [
         Class::Accepted,
         Class::Busy,
         Class::Unsupported,
@@ -28,6 +31,7 @@ impl Class {
         Class::ObserverFailure,
         Class::InternalFailure,
         Class::Indeterminate,
+        Class::DeliveryFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +45,7 @@ impl Class {
             Class::ObserverFailure => "observer_failure",
             Class::InternalFailure => "internal_failure",
             Class::Indeterminate => "indeterminate",
+            Class::DeliveryFailed => "delivery_failed",
         }
     }
 
@@ -53,7 +58,8 @@ impl Class {
             | Class::Unsupported
             | Class::Unavailable
             | Class::StaleIncarnation
-            | Class::ObserverFailure => 3,
+            | Class::ObserverFailure
+            | Class::DeliveryFailed => 3,
             Class::Indeterminate => 4,
             Class::InternalFailure => 1,
         }

@@ -224,12 +224,25 @@ fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
 }
 
 /// Write all of `data` to a (non-blocking) PTY master, waiting for room with `poll`.
-pub fn write_all(fd: RawFd, mut data: &[u8]) -> std::io::Result<()> {
+pub fn write_all(fd: RawFd, data: &[u8]) -> std::io::Result<()> {
+    write_counted(fd, data).1
+}
+
+/// `write_all`, also saying how many bytes the terminal took before an error (0: none of
+/// `data` reached it; more: part of it did).
+pub fn write_counted(fd: RawFd, data: &[u8]) -> (usize, std::io::Result<()>) {
+    let mut rest = data;
+    let r = write_rest(fd, &mut rest);
+    (data.len() - rest.len(), r)
+}
+
+fn write_rest<'a>(fd: RawFd, data: &mut &'a [u8]) -> std::io::Result<()> {
     while !data.is_empty() {
         // SAFETY: writes from `data`, which is valid for `data.len()` bytes.
         let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
         if n >= 0 {
-            data = &data[n as usize..];
+            let all: &'a [u8] = *data;
+            *data = &all[n as usize..];
             continue;
         }
         match nix::Error::last() {

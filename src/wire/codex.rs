@@ -49,7 +49,8 @@ impl PasteMode {
 }
 
 /// `Request::CodexAdmit`: write `text` + Enter once to `agent_id` if it is still
-/// `incarnation` and its rollout says idle (with a completed baseline when `armable`).
+/// `incarnation` and its rollout says idle (with a completed baseline when `armable`) —
+/// or, with `steer`, also while a turn runs (`agent send`, seed 001).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CodexAdmit {
     pub agent_id: String,
@@ -57,6 +58,11 @@ pub struct CodexAdmit {
     pub text: String,
     pub paste: PasteMode,
     pub armable: bool,
+    /// Write even while a provider turn runs (steering it): `agent send`'s one-way
+    /// prompt. `agent admit` never steers. Never with `armable` (a return-final request
+    /// needs an idle target). Absent from older adapters: no steering.
+    #[serde(default)]
+    pub steer: bool,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -74,6 +80,9 @@ pub enum AdmitOutcome {
     ObserverFailure,
     /// The write failed part-way: some bytes may have reached the agent.
     Indeterminate,
+    /// The write failed before its first byte (the terminal took nothing): nothing
+    /// reached the agent.
+    DeliveryFailed,
 }
 
 /// The answer to `Request::CodexAdmit`, with the target as checked.

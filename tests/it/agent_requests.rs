@@ -8,6 +8,7 @@ use crate::support;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::codex::Codex;
+use support::history::spawn_with;
 use support::wait::{Deadline, eventually};
 
 const R1: &str = "fe57dc90-994e-4e73-b09c-fac483d9f05b";
@@ -378,7 +379,17 @@ fn capabilities_are_versioned() {
     let out = support::run(&["agent", "capabilities"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["capabilities_version"], 1);
-    assert_eq!(v["receipt_classes"].as_array().unwrap().len(), 9);
+    assert_eq!(v["receipt_classes"].as_array().unwrap().len(), 10);
+    // Advertised and produced (`a_write_the_terminal_takes_nothing_of_is_delivery_failed`).
+    for list in ["receipt_classes", "terminal_states"] {
+        assert!(
+            v[list]
+                .as_array()
+                .unwrap()
+                .contains(&json!("delivery_failed")),
+            "{v}"
+        );
+    }
     assert!(
         v["return_modes"]
             .as_array()
@@ -453,4 +464,110 @@ fn a_truncated_or_replaced_rollout_is_indeterminate() {
         assert!(why.iter().any(|w| reason.contains(w)), "{cue}: {e}");
         assert!(e.get("final_message").is_none(), "{e}");
     }
+}
+
+/// Seed 001: `agent send` keeps its interactive behaviour and may steer a running turn
+/// (the prompt goes into it); `agent admit` never steers, and neither does a return-final
+/// `send` (its correlation needs an idle target).
+#[test]
+fn send_steers_a_busy_agent_and_admit_never_does() {
+    let c = Codex::start("");
+    let agent = c.agent_in("idle");
+    let id = agent["agent_id"].as_str().unwrap();
+    let (r, _) = c.admit(&agent, R1, "hold on", &[]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    c.agent_in("busy");
+    let (r, code) = c.admit(&agent, R2, "do not steer", &[]);
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("busy"), 3),
+        "{r}"
+    );
+    let (r, code) = c.agent(&["send", id, "--return-final", "final while busy"]);
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("busy"), 3),
+        "{r}"
+    );
+    assert_eq!(r["prompt_written"], false, "{r}");
+    let (r, code) = c.agent(&["send", id, "--request-id", R3, "release"]);
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("accepted"), 0),
+        "{r}"
+    );
+    assert_eq!(r["prompt_written"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("steering"), "{r}");
+    // The steered line reached the running turn (it ends the fake's hold).
+    assert_eq!(r["acknowledged"], true, "{r}");
+    c.agent_in("idle");
+    assert_eq!(c.lines(), ["hold on", "release"]);
+}
+
+/// Seed 001's `delivery_failed`: the agent's terminal takes none of the prompt. The fake
+/// Codex runs as a background command (its PTY has no other reader) and is stopped, so
+/// its terminal's input queue fills: one-way admissions are written until one is cut
+/// (`indeterminate`, part of it taken) or refused whole; from then on the terminal takes
+/// no byte, and the next admission is `delivery_failed`: nothing written, the request
+/// terminal with that state, once.
+#[test]
+fn a_write_the_terminal_takes_nothing_of_is_delivery_failed() {
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    let log = a.dir.path().join("codex.log");
+    let fake = support::manifest_dir().join("tests/fake/fake-codex");
+    let cmd = format!(
+        "CODEX_HOME={} python3 {} {}",
+        a.dir.path().join("codex-home").display(),
+        fake.display(),
+        log.display()
+    );
+    let r = a.bash(&s, json!({"command": cmd, "is_background": true}));
+    assert!(sc_bg(&r), "{r}");
+    let c = Codex { a, s, log };
+    let agent = c.agent_in("idle");
+    let pid = nix::unistd::Pid::from_raw(agent["pid"].as_i64().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let w = c.watch(0);
+    let text = "x".repeat(16_000);
+    let id = |n: u32| format!("{n:08x}-0000-4000-8000-000000000000");
+    let mut cut = None;
+    for n in 1..=40 {
+        let (r, _) = c.admit(&agent, &id(n), &text, &[]);
+        if r["receipt_class"] != "accepted" {
+            cut = Some(r);
+            break;
+        }
+    }
+    let cut = cut.expect("a stopped reader's terminal fills within 640 KB");
+    assert!(
+        ["indeterminate", "delivery_failed"].contains(&cut["receipt_class"].as_str().unwrap()),
+        "{cut}"
+    );
+    let last = id(100);
+    let (r, code) = c.admit(&agent, &last, "return this", &["--return-final"]);
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("delivery_failed"), 3),
+        "{r}"
+    );
+    assert_eq!(r["prompt_written"], false, "{r}");
+    assert_eq!(r["reply_pending"], false, "{r}");
+    let e = w.next();
+    assert_eq!(
+        (e["request_id"].as_str(), e["state"].as_str()),
+        (Some(last.as_str()), Some("delivery_failed")),
+        "{e}"
+    );
+    // The same request again: its stored receipt, nothing written.
+    let (again, _) = c.admit(&agent, &last, "return this", &["--return-final"]);
+    assert_eq!(again["receipt_class"], "delivery_failed", "{again}");
+    assert_eq!(again["replayed"], true, "{again}");
+    let (g, _) = c.agent(&["request", "get", &last]);
+    assert_eq!(g["terminal"]["state"], "delivery_failed", "{g}");
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
+fn sc_bg(r: &Value) -> bool {
+    support::sc(r)["data"]["state"]["bg_command_id"].is_string()
 }

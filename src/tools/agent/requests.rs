@@ -172,6 +172,8 @@ fn parse_admit(ctx: &ToolContext, action: &Map<String, Value>) -> Result<Admissi
         paste,
         return_final,
         final_timeout_ms,
+        // The tool's admission is authoritative: it never steers a running turn.
+        steer: false,
     })
 }
 
