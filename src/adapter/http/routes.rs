@@ -5,6 +5,7 @@
 //! a value out, unit-tested on literals.
 
 use crate::jsonrpc::{ErrorCode, Response as RpcResponse, RpcError};
+use crate::mcp::lane::{self, Cost};
 use crate::mcp::protocol::{self, META_PROTOCOL_VERSION, MODERN_VERSION};
 use serde_json::{Map, Value};
 use std::net::SocketAddr;
@@ -187,25 +188,12 @@ impl McpHeaders {
     }
 }
 
-/// Methods answered from memory on the connection's own thread instead of an
-/// `mcp-worker`: each builds its answer from fixed data (the handshake, the catalogs, the
-/// built-in README) without a lock held elsewhere, a store, a shell or a wait, so handing
-/// it to another thread would cost more than answering it (two thread wake-ups per
-/// request were half the server's CPU under `ping` load). Everything else, task lookups
-/// included (they may read the state store), runs on a worker under the request deadline.
-const INLINE: [&str; 7] = [
-    "ping",
-    "initialize",
-    "server/discover",
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/read",
-];
-
-/// Whether `method` is answered on the connection's thread (`INLINE`).
+/// Whether `method` is answered on the connection's own thread instead of an
+/// `mcp-worker`: the methods built from fixed data (`mcp::lane::Cost::Fixed`, the one list
+/// both transports share). Everything else, task lookups included (they may read the
+/// state store), runs on a worker under the request deadline.
 pub fn inline(method: &str) -> bool {
-    INLINE.contains(&method)
+    lane::method_cost(method) == Cost::Fixed
 }
 
 /// Which lifecycle a POSTed message belongs to.

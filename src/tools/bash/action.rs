@@ -7,6 +7,7 @@ use crate::shell::keys;
 use crate::tools::args::{Args, MAX_LIST_ITEMS, MAX_STRING_ARG_BYTES, type_name};
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 pub const FIELDS: &[&str] = &[
     "thread_id",
@@ -89,12 +90,13 @@ const SHAPES: &str = "{\"command\": str, \"is_background\"?: bool} | {\"status_c
 {\"screen\": true, \"lines\"?: int, \"diff\"?: bool} | {\"wait_for_turn\": true, \"recognizer\"?: str} | \
 {\"inspect\": true, \"recognizer\"?: str}";
 
-/// Parse `action_json`.
+/// Parse `action_json`: the one rule for what an action is, read by the tool and by the
+/// stdio lane choice (`mcp::lane`). An object is read in place, not copied.
 pub fn parse_action(v: Option<&Value>) -> Result<Action, ToolError> {
-    let obj: Map<String, Value> = match v {
-        Some(Value::Object(o)) => o.clone(),
+    let obj: Cow<Map<String, Value>> = match v {
+        Some(Value::Object(o)) => Cow::Borrowed(o),
         Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
-            Ok(Value::Object(o)) => o,
+            Ok(Value::Object(o)) => Cow::Owned(o),
             _ => {
                 return Err(bad(format!(
                     "action_json is a string that is not a JSON object; it is never run as a command. Expected one of {SHAPES}"
