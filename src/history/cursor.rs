@@ -1,9 +1,9 @@
 //! Opaque, scoped, authenticated cursors: `wx1.<hex payload>.<hex HMAC-SHA256>` (the
-//! `hmac` crate; verification is constant-time). A catalog cursor holds the install's
-//! global history sequence, which would let one principal count another's activity, so
-//! it is also encrypted (issue 36 item 14): `wx1c.<hex nonce>.<hex ciphertext>.<hex MAC>`,
-//! a random nonce, the payload (sequence zero-padded, so the length says nothing) XORed
-//! with an HMAC-SHA256 keystream, and a MAC over nonce and ciphertext (encrypt-then-MAC).
+//! `hmac` crate; verification is constant-time). Nothing in a cursor is secret, so
+//! nothing is encrypted: a page cursor holds the caller's own offsets, and a catalog
+//! cursor holds the caller's per-scope change counter (`store::history_scope`), never the
+//! install's global history sequence, so one principal cannot count another's activity
+//! from it (issue 36 item 14).
 //!
 //! Invariant: a cursor is accepted only if its MAC verifies under this install's key
 //! (32 random bytes in `<state>/history.key`, 0600) and its scope, execution and source
@@ -18,8 +18,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 const VERSION: &str = "wx1";
-/// The encrypted form of a catalog cursor.
-const SEALED: &str = "wx1c";
 const KEY_FILE: &str = "history.key";
 
 /// What a cursor points into.
@@ -33,7 +31,8 @@ pub enum Kind {
         offset: u64,
         snapshot: i64,
     },
-    /// A catalog position (`history_seq`), for `wait.after`.
+    /// A catalog position, for `wait.after`: the scope's own change counter
+    /// (`store::history_scope::seq`), never the global `history_seq`.
     Catalog { seq: i64 },
 }
 
@@ -86,72 +85,6 @@ impl Key {
         self.hmac().chain_update(msg).finalize().into_bytes().into()
     }
 
-    /// `data` XORed with the keystream of `nonce` (HMAC-SHA256 of nonce and block index).
-    fn keystream_xor(&self, nonce: &[u8], data: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(data.len());
-        for (i, block) in data.chunks(32).enumerate() {
-            let ks: [u8; 32] = self
-                .hmac()
-                .chain_update(b"wx1c-keystream")
-                .chain_update(nonce)
-                .chain_update((i as u32).to_be_bytes())
-                .finalize()
-                .into_bytes()
-                .into();
-            out.extend(block.iter().zip(ks).map(|(b, k)| b ^ k));
-        }
-        out
-    }
-
-    fn sealed_mac(&self, nonce: &[u8], ct: &[u8]) -> Hmac<Sha256> {
-        self.hmac()
-            .chain_update(SEALED)
-            .chain_update(nonce)
-            .chain_update(ct)
-    }
-
-    /// A catalog cursor, encrypted: nothing of the sequence is readable.
-    fn seal_catalog(&self, scope: &str, seq: i64) -> String {
-        let payload = format!("{VERSION}|c|{scope}|{seq:020}");
-        let mut nonce = [0u8; 16];
-        if getrandom::fill(&mut nonce).is_err() {
-            // Unique enough without the system's randomness: time and pid, never reused
-            // within a process as the clock advances.
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            let d = Sha256::new()
-                .chain_update(t.to_be_bytes())
-                .chain_update(std::process::id().to_be_bytes())
-                .finalize();
-            nonce.copy_from_slice(&d[..16]);
-        }
-        let ct = self.keystream_xor(&nonce, payload.as_bytes());
-        let mac = self.sealed_mac(&nonce, &ct).finalize().into_bytes();
-        format!("{SEALED}.{}.{}.{}", hex(&nonce), hex(&ct), hex(&mac))
-    }
-
-    /// Open an encrypted catalog cursor (`wx1c.…`): `None` unless its MAC verifies.
-    fn open_catalog(&self, scope: &str, cursor: &str) -> Option<Kind> {
-        let mut parts = cursor.split('.');
-        let (v, nonce, ct, mac) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        if v != SEALED || parts.next().is_some() {
-            return None;
-        }
-        let (nonce, ct, mac) = (unhex(nonce)?, unhex(ct)?, unhex(mac)?);
-        if nonce.len() != 16 {
-            return None;
-        }
-        self.sealed_mac(&nonce, &ct).verify_slice(&mac).ok()?;
-        let text = String::from_utf8(self.keystream_xor(&nonce, &ct)).ok()?;
-        match text.split('|').collect::<Vec<_>>().as_slice() {
-            [VERSION, "c", s, seq] if *s == scope => Some(Kind::Catalog {
-                seq: seq.parse().ok()?,
-            }),
-            _ => None,
-        }
-    }
-
     /// Seal `kind` for `scope` (an opaque scope digest, see `scope_tag`).
     pub fn seal(&self, scope: &str, kind: &Kind) -> String {
         let payload = match kind {
@@ -161,7 +94,8 @@ impl Key {
                 offset,
                 snapshot,
             } => format!("{VERSION}|p|{scope}|{execution_id}|{source}|{offset}|{snapshot}"),
-            Kind::Catalog { seq } => return self.seal_catalog(scope, *seq),
+            // `s`, not the `c` an older global-sequence cursor carried: those never open.
+            Kind::Catalog { seq } => format!("{VERSION}|s|{scope}|{seq}"),
         };
         format!(
             "{VERSION}.{}.{}",
@@ -173,9 +107,6 @@ impl Key {
     /// Open a cursor sealed for `scope`; `None` for anything forged, truncated, from
     /// another scope or of another version.
     pub fn open(&self, scope: &str, cursor: &str) -> Option<Kind> {
-        if cursor.starts_with("wx1c.") {
-            return self.open_catalog(scope, cursor);
-        }
         let mut parts = cursor.split('.');
         let (v, payload, mac) = (parts.next()?, parts.next()?, parts.next()?);
         if v != VERSION || parts.next().is_some() {
@@ -193,6 +124,9 @@ impl Key {
                 source: source.to_string(),
                 offset: offset.parse().ok()?,
                 snapshot: snapshot.parse().ok()?,
+            }),
+            [VERSION, "s", s, seq] if *s == scope => Some(Kind::Catalog {
+                seq: seq.parse().ok().filter(|n: &i64| *n >= 0)?,
             }),
             _ => None,
         }
@@ -282,51 +216,39 @@ mod tests {
     }
 
     #[test]
-    fn a_catalog_cursor_shows_nothing_of_its_sequence() {
+    fn a_catalog_cursor_is_sealed_and_old_forms_never_open() {
         let key = Key::fixed([7; 32]);
         let scope = scope_tag("alice", "t1", "/w");
         let a = key.seal(&scope, &Kind::Catalog { seq: 41 });
-        let b = key.seal(&scope, &Kind::Catalog { seq: 41 });
-        let big = key.seal(&scope, &Kind::Catalog { seq: 123_456_789 });
-        assert_ne!(
-            a, b,
-            "a fresh nonce each time: equal sequences look different"
-        );
         assert_eq!(
-            a.len(),
-            big.len(),
-            "the length says nothing of the sequence"
+            a,
+            key.seal(&scope, &Kind::Catalog { seq: 41 }),
+            "deterministic"
         );
-        for c in [&a, &big] {
-            let clear: Vec<u8> = c.split('.').filter_map(unhex).flatten().collect();
-            let clear = String::from_utf8_lossy(&clear);
-            assert!(!clear.contains("|c|") && !clear.contains(&scope), "{clear}");
-            assert!(
-                !clear.contains("41|") && !clear.contains("123456789"),
-                "{clear}"
-            );
-        }
         assert_eq!(key.open(&scope, &a), Some(Kind::Catalog { seq: 41 }));
-        assert_eq!(
-            key.open(&scope, &big),
-            Some(Kind::Catalog { seq: 123_456_789 })
-        );
         assert_eq!(key.open(&scope_tag("bob", "t1", "/w"), &a), None);
         assert_eq!(Key::fixed([8; 32]).open(&scope, &a), None);
-        for at in 5..a.len() {
+        for at in 0..a.len() {
             let mut changed = a.clone().into_bytes();
             changed[at] = if changed[at] == b'0' { b'1' } else { b'0' };
             let changed = String::from_utf8(changed).unwrap();
-            assert_eq!(key.open(&scope, &changed), None, "{changed}");
+            if changed != a {
+                assert_eq!(key.open(&scope, &changed), None, "{changed}");
+            }
         }
-        // The clear form this module once issued is no longer accepted.
-        let payload = format!("wx1|c|{scope}|41");
-        let clear = format!(
-            "wx1.{}.{}",
-            hex(payload.as_bytes()),
-            hex(&key.mac(payload.as_bytes()))
-        );
-        assert_eq!(key.open(&scope, &clear), None);
+        for cut in 1..a.len() {
+            assert_eq!(key.open(&scope, &a[..cut]), None, "{}", &a[..cut]);
+        }
+        // The global-sequence form an older build issued (`|c|`), even correctly MACed,
+        // and a negative position never open.
+        for payload in [format!("wx1|c|{scope}|41"), format!("wx1|s|{scope}|-1")] {
+            let old = format!(
+                "wx1.{}.{}",
+                hex(payload.as_bytes()),
+                hex(&key.mac(payload.as_bytes()))
+            );
+            assert_eq!(key.open(&scope, &old), None, "{payload}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod agent_requests;
 pub mod app_server_targets;
 pub mod history;
 pub mod history_marks;
+pub mod history_scope;
 pub mod permits;
 pub mod receipts;
 pub mod sessions;
@@ -86,6 +87,8 @@ const MIGRATIONS: &[&str] = &[
     // 11: where an execution's bytes start in its journal (foreground executions share
     // segment files, `guardian::journals`).
     "ALTER TABLE executions ADD COLUMN journal_offset INTEGER NOT NULL DEFAULT 0;",
+    // 12: per-scope change counters, the only position a `catalog_cursor` holds.
+    history_scope::MIGRATION,
 ];
 
 /// Keep query plans fixed once prepared. The bundled SQLite is built with STAT4, which

@@ -368,7 +368,10 @@ fn list(x: &Ctx, limit: usize) -> Result<ToolOutput, ToolError> {
     synced(x)?;
     let (records, seq) = x
         .open
-        .read(|c| Ok((table::list(c, &x.scope, limit)?, table::seq(c)?)))
+        .read(|c| {
+            let seq = crate::store::history_scope::seq(c, &x.scope)?;
+            Ok((table::list(c, &x.scope, limit)?, seq))
+        })
         .map_err(unavailable)?;
     let mut text = format!("{} execution(s), newest first\n", records.len());
     for r in &records {

@@ -267,5 +267,5 @@ fn read_items(
                         "errors": errors}),
         );
     }
-    Ok((out, table::seq(c)?))
+    Ok((out, crate::store::history_scope::seq(c, &x.scope)?))
 }
