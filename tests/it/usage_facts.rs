@@ -29,7 +29,7 @@ fn agent(dir: &Path, log: &Path) -> Agent {
 
 /// Exit cleanly (the writer flushes on the way out), then the log's `tool_call` lines of
 /// `tool`, in order.
-fn calls_of(mut a: Agent, log: &Path, tool: &str) -> Vec<Value> {
+fn calls_of(a: &mut Agent, log: &Path, tool: &str) -> Vec<Value> {
     a.close_stdin();
     assert!(a.wait_exit(HARD_TIMEOUT).is_some_and(|s| s.success()));
     std::fs::read_to_string(log)
@@ -82,7 +82,7 @@ fn offered_tasks_record_task_and_task_inline_with_their_action_and_wait_facts() 
     let args = bash_args(&first, "echo quick", json!({"wait_for_seconds": 15}));
     let r = bash_call(&mut a, args, true);
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
-    let calls = calls_of(a, &log, "BashCommand");
+    let calls = calls_of(&mut a, &log, "BashCommand");
     assert_eq!(calls.len(), 4, "{calls:?}");
     let [plain, until, promoted, quick] = &calls[..] else {
         unreachable!()
@@ -120,6 +120,14 @@ fn offered_tasks_record_task_and_task_inline_with_their_action_and_wait_facts() 
     assert_eq!(quick["exit_code"], 0, "{quick}");
     assert_eq!(quick["process_status"], "exited", "{quick}");
     assert_eq!(quick["status"], "completed");
+    // The report counts the modes as written.
+    let r = a.op_json(&["report", "--log", log.to_str().unwrap()]);
+    assert_eq!(
+        r["execution"]["effectiveWaitModes"],
+        json!({"synchronous": 1, "task": 1, "task_inline": 2}),
+        "{}",
+        r["execution"]
+    );
 }
 
 #[test]
@@ -146,7 +154,7 @@ fn a_requested_task_records_task_with_zero_inline_allowance() {
     let id = r["result"]["task"]["taskId"].as_str().unwrap().to_string();
     let res = a.request("tasks/result", json!({"taskId": id}));
     assert!(text(&res["result"]).contains("requested"), "{res}");
-    let calls = calls_of(a, &log, "BashCommand");
+    let calls = calls_of(&mut a, &log, "BashCommand");
     assert_eq!(calls.len(), 1, "{calls:?}");
     let c = &calls[0];
     assert_eq!(c["outcome"], "task", "{c}");
@@ -182,7 +190,7 @@ fn codemap_lines_carry_source_kind_and_payload_bytes() {
     let canonical = map(&mut a, "lib.rs", "outline");
     let refs = map(&mut a, ".", "references");
     let helped = map(&mut a, helper.to_str().unwrap(), "outline");
-    let calls = calls_of(a, &log, "CodeMap");
+    let calls = calls_of(&mut a, &log, "CodeMap");
     assert_eq!(calls.len(), 3, "{calls:?}");
     let facts = |c: &Value| {
         (
