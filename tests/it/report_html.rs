@@ -47,7 +47,7 @@ fn call(i: usize, ts: i64, tool: &str, transport: &str) -> Value {
             1 => format!("a_very_long_error_code_{}", "that_goes_on_".repeat(12)),
             _ => "needs_initialize".to_string(),
         };
-        l["code"] = json!(code);
+        l["error_code"] = json!(code);
         l["status"] = json!("error");
     }
     l
@@ -281,6 +281,23 @@ fn a_busy_stdio_log_has_readable_axes_and_no_unknown_card() {
     };
     let rendered = boxes["cards"].to_string();
     assert!(!rendered.contains("unknown"), "{rendered}");
+    let codes = check_layout(&boxes, "errors");
+    assert!(codes.is_empty(), "rows have no x axis");
+    let errors = &boxes["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cls"] == "chart errors");
+    let long = errors.expect("an error chart")["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| {
+            t["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("a_very_long") && t.ends_with('…'))
+        });
+    assert!(long, "the long error code is cut to its column");
     let labels = check_layout(&boxes, "timeline");
     // One-second bars: every label has its seconds, and no two are the same.
     let second = regex_lite::Regex::new(r"^06:00:[0-5][0-9]$").unwrap();
