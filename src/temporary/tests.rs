@@ -1,5 +1,5 @@
 use super::audit::audit;
-use super::policy::{Place, Rule, judge, only_inspects_or_removes, scratch_name};
+use super::policy::{Disk, Place, Rule, judge, only_inspects_or_removes, rewritten, scratch_name};
 use super::*;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
@@ -170,8 +170,110 @@ fn refused(src: &str, ws: &Path) -> Option<Rule> {
         workspace: ws,
         cwd: ws,
     };
-    let exists = |p: &Path| fs::symlink_metadata(p).ok().map(|m| m.is_dir());
-    judge(src, &at, &exists).map(|b| b.rule)
+    judge(src, &at, &Disk).map(|b| b.rule)
+}
+
+/// Issue 36 item 11: writes the judge used to miss (options taken for values, wrappers,
+/// `/proc/<pid>/root`, links to `/tmp`, `find`'s file actions).
+#[test]
+fn writes_behind_options_wrappers_and_links_are_refused() {
+    let (_t, ws) = ws();
+    fs::create_dir(ws.join("dir")).unwrap();
+    symlink("/tmp", ws.join("tmplink")).unwrap();
+    symlink("/var/tmp/winx-x", ws.join("filelink")).unwrap();
+    for src in [
+        "cp -r dir /tmp/x",
+        "cp -d a /tmp/x",
+        "cp -a dir /tmp/x",
+        "cp -r dir /tmp/",
+        "install -d /tmp/x",
+        "install -m 644 a /tmp/x",
+        "mkdir -p /tmp/build",
+        "timeout 5 touch /tmp/x",
+        "timeout -s KILL 5s cp a /tmp/x",
+        "nice -n 5 tee /tmp/x",
+        "nohup env A=1 stdbuf -oL touch /tmp/x",
+        "command touch /tmp/x",
+        "time touch /tmp/x",
+        "echo x | xargs touch /tmp/x",
+        "setsid touch /var/tmp/x",
+        "echo > /proc/self/root/tmp/x",
+        "echo > /proc/thread-self/root/tmp/x",
+        "echo > /proc/1234/root/tmp/x",
+        "echo > /proc/1/task/1/root/proc/self/root/tmp/x",
+        "ln -s /tmp t; touch t/x",
+        "ln -sf /tmp/real f && echo > f",
+        "ln -s /tmp ./t2 && cp a t2/",
+        "touch tmplink/x",
+        "echo > tmplink/x",
+        "echo > filelink",
+        "find . -fls /tmp/list",
+        "find . -fprint /tmp/list",
+        "find . -fprint0 /tmp/list",
+        "find . -fprintf /tmp/list %p",
+        "dd if=a of=/tmp/x",
+        "sort -o /tmp/x a",
+        "sort --output=/dev/shm/x a",
+    ] {
+        assert_eq!(refused(src, &ws), Some(Rule::SystemTemp), "{src}");
+    }
+    for src in [
+        "touch -r README.md src.rs",
+        "mkdir out",
+        "install -d build/out",
+        "ln -s /tmp t",
+        "cp -r dir backup",
+        "timeout 5 cargo test",
+        "find . -name '*.rs' -print",
+        "sort -k 2 a",
+        "echo > tmplink2/x",
+    ] {
+        assert_eq!(refused(src, &ws), None, "{src}");
+    }
+}
+
+/// Issue 38 item 10: the refusal's next action is the call that passes.
+#[test]
+fn the_rewritten_command_passes() {
+    let (_t, ws) = ws();
+    fs::create_dir(ws.join("dir")).unwrap();
+    symlink("/tmp", ws.join("tmplink")).unwrap();
+    let at = Place {
+        workspace: &ws,
+        cwd: &ws,
+    };
+    for (src, want) in [
+        ("echo x > /tmp/x.py", "echo x > \"$WINX_TEMP_DIR/x.py\""),
+        (
+            "python3 t.py > debug.log 2>&1",
+            "python3 t.py > \"$WINX_TEMP_DIR/debug.log\" 2>&1",
+        ),
+        ("cp -r dir /tmp/x", "cp -r dir \"$WINX_TEMP_DIR/x\""),
+        (
+            "cp a.rs /tmp/ && cp b.rs /tmp",
+            "cp a.rs \"$WINX_TEMP_DIR/\" && cp b.rs \"$WINX_TEMP_DIR/\"",
+        ),
+        (
+            "timeout 5 touch /tmp/x",
+            "timeout 5 touch \"$WINX_TEMP_DIR/x\"",
+        ),
+        ("touch tmplink/a.txt", "touch \"$WINX_TEMP_DIR/a.txt\""),
+        ("cat > '/tmp/a b'", "cat > \"$WINX_TEMP_DIR/a b\""),
+        ("cat > \"/tmp/a b\"", "cat > \"$WINX_TEMP_DIR/a b\""),
+        (
+            "find . -fls /tmp/l > /tmp/l2",
+            "find . -fls \"$WINX_TEMP_DIR/l\" > \"$WINX_TEMP_DIR/l2\"",
+        ),
+        (
+            "echo > /tmp/x; cat /tmp/x",
+            "echo > \"$WINX_TEMP_DIR/x\"; cat \"$WINX_TEMP_DIR/x\"",
+        ),
+    ] {
+        let got = rewritten(src, &at, &Disk);
+        assert_eq!(got.as_deref(), Some(want), "{src}");
+        assert_eq!(judge(want, &at, &Disk), None, "{want}");
+    }
+    assert_eq!(rewritten("cargo build", &at, &Disk), None);
 }
 
 #[test]
@@ -260,6 +362,8 @@ fn recovery_commands() {
     for src in [
         "cargo build",
         "find . -exec rm {} +",
+        "find . -fls big",
+        "find . -fprintf big %p",
         "ls > x",
         "sudo rm x",
         "echo 'x",

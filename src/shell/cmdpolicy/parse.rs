@@ -9,12 +9,16 @@ use super::word::{Ctx, Wb};
 /// hostile input from exhausting the stack of the recursive scanner.
 const MAX_DEPTH: usize = 64;
 /// Wrappers run the command in their arguments, which is reported too (`sudo rm` cannot hide
-/// `rm`), with the options that take a value, so the value is not taken for the command.
+/// `rm`), with the options that take a value, so the value is not taken for the command, and
+/// how many operands come before the command (`timeout 5 cmd`, `taskset 3 cmd`).
 #[rustfmt::skip]
-const WRAPPERS: &[(&str, &[&str])] = &[("env", &["-u", "-C"]), ("command", &[]), ("builtin", &[]),
-    ("exec", &["-a"]), ("nohup", &[]), ("time", &["-f", "-o"]), ("nice", &["-n"]), ("coproc", &[]),
-    ("sudo", &["-u", "-g", "-C", "-D", "-p", "-r", "-t", "-U", "-T"]),
-    ("xargs", &["-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s"])];
+const WRAPPERS: &[(&str, &[&str], usize)] = &[("env", &["-u", "-C"], 0), ("command", &[], 0),
+    ("builtin", &[], 0), ("exec", &["-a"], 0), ("nohup", &[], 0), ("time", &["-f", "-o"], 0),
+    ("nice", &["-n"], 0), ("coproc", &[], 0), ("setsid", &[], 0), ("taskset", &[], 1),
+    ("sudo", &["-u", "-g", "-C", "-D", "-p", "-r", "-t", "-U", "-T"], 0),
+    ("timeout", &["-s", "-k", "--signal", "--kill-after"], 1),
+    ("stdbuf", &["-i", "-o", "-e"], 0), ("ionice", &["-c", "-n", "-p", "-P", "-u"], 0),
+    ("xargs", &["-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s"], 0)];
 /// Builtins that run a string or a file as shell code, which cannot be checked.
 const CODE_EVALUATORS: &[&str] = &["eval", "source", ".", "alias", "trap", "fc"];
 /// Shells run code from `-c` or from stdin; only a script file named on the line is not a string.
@@ -438,7 +442,7 @@ impl Parser<'_> {
 /// The command a wrapper runs (`sudo -u x rm`, `env A=1 ls`, `xargs -0 grep`), if any.
 fn unwrap(cmd: &SimpleCommand) -> Option<SimpleCommand> {
     let wrapper = cmd.static_name()?;
-    let &(_, takes_value) = WRAPPERS.iter().find(|(w, _)| *w == wrapper)?;
+    let &(_, takes_value, operands) = WRAPPERS.iter().find(|(w, ..)| *w == wrapper)?;
     let (mut i, mut assignments) = (0, Vec::new());
     while let Some(a) = cmd.args.get(i).filter(|a| !a.dynamic) {
         let t = a.text.as_str();
@@ -455,6 +459,7 @@ fn unwrap(cmd: &SimpleCommand) -> Option<SimpleCommand> {
         }
         i += 1 + usize::from(takes_value.contains(&t));
     }
+    i += operands; // `timeout 5`: the duration is no command
     let (name, args) = (Some(cmd.args.get(i)?.name()), cmd.args[i + 1..].to_vec());
     let wrapped_by = Some(wrapper.to_owned());
     Some(SimpleCommand {

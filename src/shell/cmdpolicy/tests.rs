@@ -28,6 +28,8 @@ fn finds_every_simple_command() {
         ("cat <<-EOF\n\trm x\n\tEOF\nls # rm y", "cat ls"),
         ("[[ -f x && $(a) =~ ^(b|c)$ ]] && (( i++ )) && [ -n x ] && until c; do :; done", ": [ a c"),
         ("'l's -la \"x y\" | xargs -0 grep -l foo; time -p $'ls' `echo \\`a\\``", "a echo grep ls ls time xargs"),
+        ("timeout 5 touch x; timeout -s KILL -k 1 5s rm y; timeout $T a", "a rm timeout timeout timeout touch"),
+        ("stdbuf -oL -e 0 b | setsid -f c; taskset 3 d; ionice -c 3 nohup nice -n 2 e", "b c d e ionice nice nohup setsid stdbuf taskset"),
     ];
     for (src, want) in cases {
         assert_eq!(names(src).join(" "), *want, "{src:?}");

@@ -137,8 +137,7 @@ pub fn before_command(
         workspace: &b.workspace_root,
         cwd: Path::new(cwd),
     };
-    let exists = |p: &Path| std::fs::symlink_metadata(p).ok().map(|m| m.is_dir());
-    if let Some(bypass) = policy::judge(src, &place, &exists) {
+    if let Some(bypass) = policy::judge(src, &place, &policy::Disk) {
         let name = Path::new(&bypass.target)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -162,7 +161,7 @@ pub fn before_command(
                     "Run the command again writing to \"$WINX_TEMP_DIR/{name}\" instead of {}.",
                     bypass.target
                 ),
-                arguments: retry_arguments(pair, src, &bypass.target, &name),
+                arguments: retry_arguments(pair, policy::rewritten(src, &place, &policy::Disk)),
             }),
         }));
     }
@@ -199,13 +198,12 @@ pub fn before_command(
     }))
 }
 
-/// The call that would pass: the same command with its literal write target replaced by
-/// `"$WINX_TEMP_DIR/<name>"`, when the target appears in it as written; else the pair
-/// alone (the instruction says what to change).
-fn retry_arguments(pair: &SessionPair, src: &str, target: &str, name: &str) -> Value {
+/// The call that would pass: the same command with its refused write targets written
+/// under `"$WINX_TEMP_DIR"` (`policy::rewritten`), when they can be rewritten where they
+/// stand; else the pair alone (the instruction says what to change).
+fn retry_arguments(pair: &SessionPair, command: Option<String>) -> Value {
     let mut args = json!({"thread_id": pair.thread_id, "workspace_root": pair.workspace_root});
-    if !target.is_empty() && src.contains(target) {
-        let command = src.replace(target, &format!("\"$WINX_TEMP_DIR/{name}\""));
+    if let Some(command) = command {
         args["action_json"] = json!({"command": command});
     }
     args
