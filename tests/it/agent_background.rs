@@ -161,3 +161,86 @@ fn an_ended_or_unready_background_command_gets_nothing() {
     assert_eq!(sc(&r)["errorCode"], "agent_target_not_ready", "{r}");
     assert_eq!(sc(&r)["data"]["input_sent"], false, "{r}");
 }
+
+/// The real Codex CLI (`make hosts`) started as a BACKGROUND command, against a scripted
+/// model: a native prompt by its execution id is delivered once when its own screen shows
+/// the composer, the model gets it once, and Codex writes the model's final answer.
+#[test]
+fn a_real_codex_in_the_background_answers_a_prompt() {
+    use support::codex::{last_user_text, real_codex};
+    use support::fake_responses::{FakeResponses, Reply};
+    let codex = real_codex();
+    let mut a = spawn_with("daemon", &[]);
+    let s = a.first_call();
+    let model = FakeResponses::start(a.dir.path(), |req| {
+        let answer = Reply::text(&format!("FINAL: {}", last_user_text(req)));
+        Reply::Delayed(std::time::Duration::from_millis(400), Box::new(answer))
+    });
+    let home = a.dir.path().join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let ws = a.workspace.canonicalize().unwrap();
+    let config = format!(
+        "model = \"gpt-5.1-codex\"\nmodel_provider = \"fake\"\n\n\
+         [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}\"\n\
+         wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n\
+         [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+        model.base_url(),
+        ws.display()
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    let cmd = format!("CODEX_HOME={} {}", home.display(), codex.display());
+    let r = a.bash(&s, json!({"command": cmd, "is_background": true}));
+    assert!(sc(&r)["data"]["state"]["bg_command_id"].is_string(), "{r}");
+    let id = id_of(&r);
+    let text = "Say which file you would review first";
+    // Refused (nothing sent, the id stays free) until Codex's own screen shows its empty
+    // composer: the readiness check is the one an orchestrator relies on.
+    let r = eventually(
+        Deadline::after("codex composer", std::time::Duration::from_secs(60)),
+        "the prompt is delivered",
+        || agent(&mut a, &s, prompt(&id, "bg-codex", text, 0.0)),
+        |r| {
+            let d = &sc(r)["data"];
+            assert!(
+                d["delivery"] == "delivered" || d["input_sent"] == false,
+                "{r}"
+            );
+            d["delivery"] == "delivered"
+        },
+    );
+    assert_eq!(sc(&r)["data"]["replayed"], false, "{r}");
+    let w = json!({"type": "wait", "target": id, "prompt_id": "bg-codex",
+                   "timeout_seconds": 30});
+    let r = agent(&mut a, &s, w);
+    assert_eq!(sc(&r)["data"]["activity_observed"], true, "{r}");
+    assert_eq!(sc(&r)["data"]["outcome"], "awaiting_input", "{r}");
+    let turns: Vec<_> = model
+        .turns()
+        .into_iter()
+        .filter(|t| last_user_text(t) == text)
+        .collect();
+    assert_eq!(turns.len(), 1, "the model got the prompt once");
+    // Codex wrote the model's final answer to its rollout.
+    let answer = format!("FINAL: {text}");
+    let rollouts = files_under(&home.join("sessions"));
+    assert!(
+        rollouts
+            .iter()
+            .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(&answer))),
+        "no rollout holds {answer:?}: {rollouts:?}"
+    );
+}
+
+/// Every file below `dir`.
+fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
