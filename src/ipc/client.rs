@@ -229,7 +229,8 @@ impl GuardianClient {
     /// Send `Shutdown` and wait (up to `linger`) until the guardian has really ended: its
     /// side of the connection closes only when its event loop is gone.
     pub fn shutdown_and_wait(&self, linger: Duration) -> Result<Response, ClientError> {
-        let (resp, c) = self.exchange(&Request::Shutdown, Duration::ZERO)?;
+        let shutdown = self.exchange(&Request::Shutdown, Duration::ZERO, Greeting::Pipelined);
+        let (resp, c) = shutdown.map_err(|e| e.error)?;
         let mut s = c.reader;
         let _ = s.get_ref().set_read_timeout(Some(linger));
         let mut sink = [0u8; 64];
@@ -267,43 +268,10 @@ impl GuardianClient {
 
     /// Like `call`, but says whether the request may have reached the guardian: a failure
     /// before the request was written (nothing listens, another protocol) did not send it.
+    /// Always over the socket, greeting a new connection before the request
+    /// (`Greeting::HelloFirst`).
     pub fn try_call(&self, req: &Request, wait: Duration) -> Result<Response, SendError> {
-        let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
-        let unsent = |error| SendError { error, sent: false };
-        let sent = |error| SendError { error, sent: true };
-        let out = request_frame(req).map_err(|e| unsent(gone(e)))?;
-        let mut c = match self.reuse(&out) {
-            Some(c) => c,
-            None => {
-                let mut c = self.connect().map_err(|e| unsent(gone(e)))?;
-                // Hello first, alone, so a guardian of another protocol never sees the
-                // request.
-                let mut hello = Vec::new();
-                encode_frame(&mut hello, &Hello::new(PROTOCOL, "adapter"))
-                    .map_err(|e| unsent(gone(e)))?;
-                c.reader
-                    .get_mut()
-                    .write_all(&hello)
-                    .map_err(|e| unsent(gone(e)))?;
-                let hello: Hello = read_frame(&mut c.reader).map_err(|e| unsent(gone(e)))?;
-                if hello.protocol != PROTOCOL {
-                    return Err(unsent(ClientError::Protocol {
-                        build: hello.build,
-                        theirs: hello.protocol,
-                    }));
-                }
-                c.reader
-                    .get_mut()
-                    .write_all(&out)
-                    .map_err(|e| sent(gone(e)))?;
-                c
-            }
-        };
-        c.set_read_timeout(wait + ANSWER_SLACK)
-            .map_err(|e| sent(gone(e)))?;
-        c.await_answer(wait + ANSWER_SLACK)
-            .map_err(|e| sent(gone(e)))?;
-        let resp = read_frame(&mut c.reader).map_err(|e| sent(gone(e)))?;
+        let (resp, c) = self.exchange(req, wait, Greeting::HelloFirst)?;
         self.release(c);
         Ok(resp)
     }
@@ -313,7 +281,7 @@ impl GuardianClient {
         if let Some(answer) = self.direct.as_ref().and_then(|d| d.0.call(req)) {
             return answer;
         }
-        let (resp, c) = self.exchange(req, wait)?;
+        let (resp, c) = (self.exchange(req, wait, Greeting::Pipelined)).map_err(|e| e.error)?;
         self.release(c);
         Ok(resp)
     }
@@ -336,35 +304,76 @@ impl GuardianClient {
         })
     }
 
-    fn exchange(&self, req: &Request, wait: Duration) -> Result<(Response, Conn), ClientError> {
+    /// Write `req` (on a pooled connection, else on a new one greeted as `greeting` says)
+    /// and read its answer within `wait` plus slack. The connection comes back with the
+    /// answer, for the pool or for a caller that keeps reading (`shutdown_and_wait`).
+    fn exchange(
+        &self,
+        req: &Request,
+        wait: Duration,
+        greeting: Greeting,
+    ) -> Result<(Response, Conn), SendError> {
         let gone = |e: std::io::Error| ClientError::Gone(e.to_string());
-        let out = request_frame(req).map_err(gone)?;
+        let unsent = |e: std::io::Error| SendError {
+            error: gone(e),
+            sent: false,
+        };
+        let sent = |e: std::io::Error| SendError {
+            error: gone(e),
+            sent: true,
+        };
+        let out = request_frame(req).map_err(unsent)?;
         let mut c = match self.reuse(&out) {
             Some(c) => c,
             None => {
-                let mut c = self.connect().map_err(gone)?;
-                // The request follows the hello without waiting for the guardian's: one
-                // round trip per call. A guardian speaking another protocol answers its
-                // hello and closes, discarding the request unread.
+                let mut c = self.connect().map_err(unsent)?;
                 let mut first = Vec::with_capacity(out.len() + 96);
-                encode_frame(&mut first, &Hello::new(PROTOCOL, "adapter")).map_err(gone)?;
-                first.extend_from_slice(&out);
-                c.reader.get_mut().write_all(&first).map_err(gone)?;
-                let hello: Hello = read_frame(&mut c.reader).map_err(gone)?;
+                encode_frame(&mut first, &Hello::new(PROTOCOL, "adapter")).map_err(unsent)?;
+                if greeting == Greeting::Pipelined {
+                    first.extend_from_slice(&out);
+                }
+                // Pipelined, a partial write may have carried the request.
+                let pipelined = greeting == Greeting::Pipelined;
+                let failed = |e| if pipelined { sent(e) } else { unsent(e) };
+                c.reader.get_mut().write_all(&first).map_err(failed)?;
+                let hello: Hello = read_frame(&mut c.reader).map_err(failed)?;
                 if hello.protocol != PROTOCOL {
-                    return Err(ClientError::Protocol {
+                    let error = ClientError::Protocol {
                         build: hello.build,
                         theirs: hello.protocol,
+                    };
+                    // It answers its hello and closes, discarding unread what followed it;
+                    // pipelined, the request did leave.
+                    return Err(SendError {
+                        error,
+                        sent: pipelined,
                     });
+                }
+                if greeting == Greeting::HelloFirst {
+                    c.reader.get_mut().write_all(&out).map_err(sent)?;
                 }
                 c
             }
         };
-        c.set_read_timeout(wait + ANSWER_SLACK).map_err(gone)?;
-        c.await_answer(wait + ANSWER_SLACK).map_err(gone)?;
-        let resp = read_frame(&mut c.reader).map_err(gone)?;
+        c.set_read_timeout(wait + ANSWER_SLACK).map_err(sent)?;
+        c.await_answer(wait + ANSWER_SLACK).map_err(sent)?;
+        let resp = read_frame(&mut c.reader).map_err(sent)?;
         Ok((resp, c))
     }
+}
+
+/// How a new connection greets the guardian before its first request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Greeting {
+    /// The request follows the hello in the same write, without waiting for the
+    /// guardian's: one round trip per call. A guardian speaking another protocol answers
+    /// its hello and closes, discarding the request unread, but a failure cannot prove
+    /// the request never arrived.
+    Pipelined,
+    /// The hello alone, the guardian's hello awaited, then the request: a guardian of
+    /// another protocol never sees the request, so a failure before its write proves it
+    /// unsent (`try_call`).
+    HelloFirst,
 }
 
 #[cfg(test)]
@@ -533,5 +542,42 @@ mod tests {
         }
         let r = client.try_call(&Request::Snapshot, Duration::ZERO);
         assert!(matches!(r, Ok(Response::Done)), "{r:?}");
+    }
+
+    /// A guardian of another protocol: `try_call` greets it and stops, so the request
+    /// provably never left (`sent: false`) and the guardian read nothing after the hello;
+    /// `call` sends the request behind the hello (one round trip) and reports the mismatch.
+    #[test]
+    fn try_call_never_shows_a_request_to_a_guardian_of_another_protocol() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("g.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        // Per connection: the bytes that arrived after the client's hello frame.
+        let (tx, after_hello) = crossbeam_channel::unbounded::<usize>();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                let mut reader = BufReader::new(s.try_clone().unwrap());
+                let _: Hello = read_frame(&mut reader).unwrap();
+                let mut out = Vec::new();
+                encode_frame(&mut out, &Hello::new(PROTOCOL + 1, "guardian")).unwrap();
+                s.write_all(&out).unwrap();
+                // The client closes after reading our hello: read to its end.
+                let mut rest = reader.buffer().to_vec();
+                std::io::Read::read_to_end(reader.get_mut(), &mut rest).unwrap();
+                let _ = tx.send(rest.len());
+            }
+        });
+        let client = GuardianClient::new(&socket);
+        let e = client
+            .try_call(&Request::Snapshot, Duration::ZERO)
+            .unwrap_err();
+        assert!(matches!(e.error, ClientError::Protocol { .. }), "{e:?}");
+        assert!(!e.sent, "a refused greeting proves the request unsent");
+        assert_eq!(after_hello.recv_timeout(ANSWER_SLACK).unwrap(), 0);
+        let e = client.call(&Request::Snapshot, Duration::ZERO).unwrap_err();
+        assert!(matches!(e, ClientError::Protocol { .. }), "{e:?}");
+        let pipelined = after_hello.recv_timeout(ANSWER_SLACK).unwrap();
+        assert!(pipelined > 0, "call sends its request behind the hello");
     }
 }
