@@ -23,7 +23,11 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.cards{display:flex;gap:
 fn num(v: &Value) -> String {
     match v {
         Value::Null => "unknown".into(),
-        Value::Number(n) => n.to_string(),
+        // 40.0 reads as 40; a fraction stays (0.5, 733.333).
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+            _ => n.to_string(),
+        },
         other => esc(&other.to_string()),
     }
 }

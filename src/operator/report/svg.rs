@@ -69,6 +69,8 @@ const PAD_TOP: f64 = 12.0;
 /// Font sizes (px) of x labels and y ticks.
 const X_FONT: f64 = 9.0;
 const Y_FONT: f64 = 10.0;
+/// The x labels' baseline below the x axis (px): their boxes clear the lowest y tick's.
+const X_BASELINE: f64 = 16.0;
 /// Least space (px) between two x labels.
 const GAP: f64 = 6.0;
 
@@ -105,16 +107,21 @@ fn tick(v: u128) -> String {
 }
 
 /// Which of `n` x labels of widths `widths` to draw, with the x (px) of each label's
-/// centre, in slots of `slot` px starting at `left`: every k-th label, k the least that
+/// centre, in slots of `slot` px starting at `origin`: every k-th label, k the least that
 /// leaves `GAP` between the widest two; a label is moved inside `left..right` when it
 /// would stick out, and dropped when it would then overlap the one before.
-fn x_labels(widths: &[f64], left: f64, right: f64, slot: f64) -> Vec<(usize, f64)> {
+fn x_labels(
+    widths: &[f64],
+    origin: f64,
+    (left, right): (f64, f64),
+    slot: f64,
+) -> Vec<(usize, f64)> {
     let widest = widths.iter().copied().fold(0.0, f64::max);
     let every = (((widest + GAP) / slot).ceil() as usize).max(1);
     let mut shown: Vec<(usize, f64)> = Vec::new();
     let mut end = f64::MIN;
     for (i, w) in widths.iter().enumerate().step_by(every) {
-        let centre = left + slot * (i as f64 + 0.5);
+        let centre = origin + slot * (i as f64 + 0.5);
         let centre = centre.max(left + w / 2.0).min(right - w / 2.0);
         if centre - w / 2.0 < end + GAP {
             continue;
@@ -182,14 +189,15 @@ pub fn columns(
         }
     }
     let texts: Vec<String> = (0..values.len())
-        .map(|i| fit(labels.get(i).map_or("", String::as_str), X_FONT, plot_w))
+        .map(|i| fit(labels.get(i).map_or("", String::as_str), X_FONT, W - 4.0))
         .collect();
     let widths: Vec<f64> = texts.iter().map(|t| text_width(t, X_FONT)).collect();
-    for (i, centre) in x_labels(&widths, PAD_LEFT, right, slot) {
+    // The x labels sit below the lowest y tick, so they may reach into the left margin.
+    for (i, centre) in x_labels(&widths, PAD_LEFT, (2.0, W - 2.0), slot) {
         let _ = write!(
             s,
             r##"<text class="tick x" x="{centre:.1}" y="{:.1}" font-size="{X_FONT}" text-anchor="middle" fill="#555">{}</text>"##,
-            base + 13.0,
+            base + X_BASELINE,
             esc(&texts[i])
         );
     }
@@ -273,15 +281,19 @@ mod tests {
 
     #[test]
     fn x_labels_are_thinned_until_the_widest_fits_and_stay_inside() {
-        // 49 slots of ~10 px; "06:00:00" is ~50 px: every 6th label.
+        // 49 slots of ~10.4 px; "06:00:00" is ~44 px, 50 with the gap: every 5th label.
         let widths = vec![text_width("06:00:00", X_FONT); 49];
-        let shown = x_labels(&widths, 44.0, 554.0, 510.0 / 49.0);
-        assert!(shown.len() >= 5 && shown.len() <= 9, "{shown:?}");
+        let shown = x_labels(&widths, 44.0, (2.0, 554.0), 510.0 / 49.0);
+        assert_eq!(shown.len(), 10, "{shown:?}");
         for pair in shown.windows(2) {
             assert!(pair[1].1 - pair[0].1 >= widths[0] + GAP, "{shown:?}");
         }
         for (_, c) in &shown {
-            assert!(c - widths[0] / 2.0 >= 44.0 && c + widths[0] / 2.0 <= 554.0);
+            assert!(c - widths[0] / 2.0 >= 2.0 && c + widths[0] / 2.0 <= 554.0);
+        }
+        // Evenly spaced: the first label is not pushed into the second's place.
+        for (k, (i, _)) in shown.iter().enumerate() {
+            assert_eq!(*i, k * shown[1].0, "{shown:?}");
         }
         // One label wider than the plot: cut to fit, never past the axis.
         let long = fit(&"x".repeat(500), X_FONT, 510.0);
