@@ -221,7 +221,12 @@ fn answer(r: Receipt) -> Result<ToolOutput, ToolError> {
         _ => Err(fail(
             ErrorCode::AgentRequestRejected,
             Status::Failed,
-            r.receipt_class == Class::Busy || r.receipt_class == Class::InternalFailure,
+            // Nothing was written: a later admission (a new request_id for a failed
+            // delivery) may succeed.
+            matches!(
+                r.receipt_class,
+                Class::Busy | Class::InternalFailure | Class::DeliveryFailed
+            ),
             text,
             data,
         )),
