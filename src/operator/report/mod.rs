@@ -127,6 +127,9 @@ enum Class {
     Pulled,
 }
 
+/// (file, line) in the files read oldest first.
+type Pos = (usize, usize);
+
 /// Auxiliary lines kept per call: the writer emits one `tool_started` and at most 17
 /// `tool_phase` lines per call; a log repeating one id more often is not the writer's.
 const MAX_AUX_PER_CALL: usize = 64;
@@ -143,8 +146,8 @@ impl Window {
         let mut classes = Vec::with_capacity(files.len());
         // The last N selected lines, each with the auxiliary lines of its call; and the
         // auxiliary lines of calls whose terminal line has not been read yet, by call id.
-        let mut selected: VecDeque<((usize, usize), Vec<(usize, usize)>)> = VecDeque::new();
-        let mut open: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+        let mut selected: VecDeque<(Pos, Vec<Pos>)> = VecDeque::new();
+        let mut open: HashMap<u64, Vec<Pos>> = HashMap::new();
         let ids = RandomState::new();
         for (fi, (_, f)) in files.iter().enumerate() {
             let mut c = Vec::new();
