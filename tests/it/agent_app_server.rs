@@ -431,3 +431,98 @@ fn mcp_actions_reach_an_app_server_target() {
     assert_eq!(e["final_message"], "final: over mcp");
     assert_eq!(app.lines(), ["over mcp"]);
 }
+
+/// One raw client exchange on the host's admission socket: the reply line, and whether
+/// the host closed the connection after it.
+fn raw(socket: &std::path::Path, msg: &Value) -> (Value, bool) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(format!("{msg}\n").as_bytes()).unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let reply = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let mut rest = Vec::new();
+    let closed = matches!(r.read_to_end(&mut rest), Ok(0));
+    (reply, closed)
+}
+
+fn digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.trim().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Issue 36 item 13: the admission socket takes only clients that present the host's
+/// secret (a 0600 file beside the socket), and only admissions the store already holds
+/// for the target's principal; anything else is refused with nothing written.
+#[test]
+fn a_raw_client_without_the_secret_or_a_stored_request_writes_nothing() {
+    let app = App::start();
+    let agent = app.agent_in("idle");
+    let socket = PathBuf::from(app.started["socket"].as_str().unwrap());
+    let secret_file = socket.with_extension("secret");
+    let meta = std::fs::metadata(&secret_file).expect("the host's secret file");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+    let secret = std::fs::read_to_string(&secret_file).unwrap();
+    assert_eq!(secret.len(), 64, "{secret}");
+    // A legitimate one-way admission (principal `local`, request R1) goes through.
+    let (r, _) = app.admit(&agent, R1, "legit", &[]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    assert_eq!(app.lines(), ["legit"]);
+    let agent = app.agent_in("idle");
+    let admit = |principal: &str, id: &str, text: &str| {
+        json!({"op": "admit", "principal": principal, "request_id": id,
+               "incarnation": agent["incarnation"], "text": text, "return_final": false,
+               "prompt_sha256": digest(text)})
+    };
+    let mut wrong = secret.clone().into_bytes();
+    wrong[0] = if wrong[0] == b'a' { b'b' } else { b'a' };
+    let wrong = String::from_utf8(wrong).unwrap();
+    let with = |mut m: Value, s: &str| {
+        m["secret"] = json!(s);
+        m
+    };
+    let cases = [
+        ("secret", admit("someone-else", R2, "no secret")),
+        ("secret", with(admit("local", R2, "wrong secret"), &wrong)),
+        ("secret", json!({"op": "status"})),
+        (
+            "for this app-server target",
+            with(admit("someone-else", R1, "legit"), &secret),
+        ),
+        (
+            "no such request in the state store",
+            with(admit("local", R3, "unregistered"), &secret),
+        ),
+        (
+            "is delivered already",
+            with(admit("local", R1, "legit"), &secret),
+        ),
+    ];
+    for (what, msg) in cases {
+        let (reply, closed) = raw(&socket, &msg);
+        assert_eq!(reply["outcome"], "unavailable", "{what}: {reply}");
+        let detail = reply["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(what), "{what}: {reply}");
+        assert!(
+            reply.get("armed_cursor").is_none_or(Value::is_null),
+            "{what}: {reply}"
+        );
+        assert!(closed, "{what}: the connection stays open");
+    }
+    // Only the legitimate turn reached the app-server; the target is idle and admits.
+    assert_eq!(app.lines(), ["legit"]);
+    let (st, _) = raw(&socket, &with(json!({"op": "status"}), &secret));
+    assert_eq!(st["phase"], "idle", "{st}");
+    let (r, _) = app.admit(&app.agent_in("idle"), R4, "after", &["--return-final"]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    assert_eq!(app.event(R4)["final_message"], "final: after");
+    assert_eq!(app.lines(), ["legit", "after"]);
+}

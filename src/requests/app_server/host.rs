@@ -9,17 +9,25 @@
 //! The first provider turn after the armed sequence is bound (`AppCorrelation`); its
 //! `turn/completed` is the request's outcome. This host's death leaves its requests to
 //! `reconcile` (owner gone → `indeterminate`).
+//!
+//! Clients authenticate (issue 36 item 13): before the socket listens the host writes
+//! 32 `getrandom` bytes, hex, to `<socket>.secret` (0600, `O_EXCL`, in the 0700 runtime
+//! directory); every message must carry them (`secret`), compared in constant time
+//! (`Secret::admits`, the `hmac` crate's `verify_slice`), or the connection gets one
+//! refusal and closes.
 
 use super::child::{AppChild, handshake};
 use super::host_loop::{FromConn, Host, log_line};
-use super::{CLIENT_WAIT, HostMsg, MAX_MSG};
+use super::{CLIENT_WAIT, HostAdmitReply, HostMsg, MAX_MSG, SECRET_BYTES, SECRET_FIELD};
 use crate::codex::app_server::{Event, Phase};
 use crate::deadline::{Deadline, unix_ms};
 use crate::store::Store;
 use crate::store::app_server_targets::AppServerTarget;
 use crate::wire::codex::AdmitOutcome;
 use crossbeam_channel::{Sender, bounded, unbounded};
-use serde_json::json;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -43,6 +51,53 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .open(path)
+}
+
+/// What a client must prove: the host's secret, kept as its HMAC-SHA256 under a fixed
+/// label, so a presented secret is checked by the `hmac` crate's constant-time
+/// `verify_slice` (the history cursors' comparison), never by `==` on the text.
+pub struct Secret {
+    tag: Vec<u8>,
+}
+
+const SECRET_LABEL: &[u8] = b"winx app-server host admission";
+
+fn secret_mac(key: &[u8]) -> Hmac<Sha256> {
+    // HMAC takes a key of any length.
+    <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+        .expect("HMAC takes any key length")
+        .chain_update(SECRET_LABEL)
+}
+
+impl Secret {
+    fn new(hex: &str) -> Secret {
+        Secret {
+            tag: secret_mac(hex.as_bytes()).finalize().into_bytes().to_vec(),
+        }
+    }
+
+    /// Whether `given` is the secret (constant time in its content).
+    pub fn admits(&self, given: &str) -> bool {
+        given.len() == 2 * SECRET_BYTES
+            && secret_mac(given.as_bytes()).verify_slice(&self.tag).is_ok()
+    }
+}
+
+/// Create the secret file `path` (0600, `O_EXCL`: never an existing file or a link) and
+/// return the secret.
+fn create_secret(path: &Path) -> std::io::Result<Secret> {
+    let mut bytes = [0u8; SECRET_BYTES];
+    getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
+    let hex = crate::hex::lower(&bytes);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)?;
+    f.write_all(hex.as_bytes())?;
+    f.sync_all()?;
+    Ok(Secret::new(&hex))
 }
 
 /// The `(pid, start)` of a host event log's name (`host-<pid>-<start>.events.jsonl`).
@@ -101,8 +156,14 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     let incarnation = super::incarnation(&agent_id, me, &thread_id, &session_id);
     let sock_dir = args.runtime_dir.join("app-server");
     let socket = sock_dir.join(format!("{agent_id}.sock"));
+    let secret_file = super::secret_path(&socket);
+    let mut secret = None;
     let listener = crate::fsutil::ensure_private_dir(&sock_dir)
         .and_then(|_| {
+            // The secret exists before anyone can connect; a file left by a host of the
+            // same id (it cannot be running: the id names this process) is replaced.
+            let _ = std::fs::remove_file(&secret_file);
+            secret = Some(std::sync::Arc::new(create_secret(&secret_file)?));
             let _ = std::fs::remove_file(&socket);
             UnixListener::bind(&socket)
         })
@@ -116,15 +177,16 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
                 format!("admission socket {}: {e}", socket.display()),
             )
         })?;
+    let secret = secret.expect("created before the socket was bound");
     let (conn_tx, conn_rx) = unbounded();
     std::thread::Builder::new()
         .name("app-server-accept".into())
         .spawn(move || {
             for s in listener.incoming().flatten() {
-                let tx = conn_tx.clone();
+                let (tx, secret) = (conn_tx.clone(), secret.clone());
                 let _ = std::thread::Builder::new()
                     .name("app-server-conn".into())
-                    .spawn(move || serve(s, tx));
+                    .spawn(move || serve(s, tx, &secret));
             }
         })
         .map_err(|e| fail(&mut ready, e.to_string()))?;
@@ -156,6 +218,8 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     let mut host = Host {
         store,
         me,
+        principal: args.principal.clone(),
+        agent_id: agent_id.clone(),
         thread_id,
         incarnation,
         child,
@@ -169,14 +233,26 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     host.run(events, conn_rx);
     let _ = host.store.app_target_delete(&agent_id, me.0, me.1);
     let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(&secret_file);
     // Every followed request is settled by now (`run` returns once none is pending).
     host.log = None;
     let _ = std::fs::remove_file(&log_path);
     Ok(())
 }
 
-/// One client connection: a status or an admission (then its handoff).
-fn serve(s: UnixStream, tx: Sender<FromConn>) {
+/// A message's secret checked and removed: the message, or `None` (no or another secret).
+fn authenticated(line: &str, secret: &Secret) -> Option<HostMsg> {
+    let mut v: Value = serde_json::from_str(line).ok()?;
+    let given = v.as_object_mut()?.remove(SECRET_FIELD)?;
+    if !secret.admits(given.as_str()?) {
+        return None;
+    }
+    serde_json::from_value(v).ok()
+}
+
+/// One client connection: a status or an admission (then its handoff). A message that
+/// does not carry the secret gets one refusal and the connection closes.
+fn serve(s: UnixStream, tx: Sender<FromConn>, secret: &Secret) {
     let _ = s.set_read_timeout(Some(CLIENT_WAIT));
     let _ = s.set_write_timeout(Some(CLIENT_WAIT));
     let Ok(w) = s.try_clone() else { return };
@@ -188,8 +264,19 @@ fn serve(s: UnixStream, tx: Sender<FromConn>) {
     if !line.ends_with('\n') {
         return;
     }
-    match serde_json::from_str::<HostMsg>(&line) {
-        Ok(HostMsg::Status) => {
+    let Some(msg) = authenticated(&line, secret) else {
+        let refusal = HostAdmitReply {
+            outcome: AdmitOutcome::Unavailable,
+            detail: "refused: the message does not carry this host's secret".into(),
+            armed_cursor: None,
+            baseline_turn: None,
+            provider_turn: None,
+        };
+        answer(&mut w, &refusal);
+        return;
+    };
+    match msg {
+        HostMsg::Status => {
             let (rtx, rrx) = bounded(1);
             if tx.send(FromConn::Status(rtx)).is_ok()
                 && let Ok(st) = rrx.recv()
@@ -197,7 +284,7 @@ fn serve(s: UnixStream, tx: Sender<FromConn>) {
                 answer(&mut w, &st);
             }
         }
-        Ok(HostMsg::Admit(a)) => {
+        HostMsg::Admit(a) => {
             let (rtx, rrx) = bounded(1);
             let (principal, id, rf) = (a.principal.clone(), a.request_id.clone(), a.return_final);
             if tx.send(FromConn::Admit(a, rtx)).is_err() {
@@ -206,13 +293,14 @@ fn serve(s: UnixStream, tx: Sender<FromConn>) {
             let Ok(reply) = rrx.recv() else { return };
             answer(&mut w, &reply);
             if reply.outcome == AdmitOutcome::Written && rf {
-                // `go`, end of input or a timeout: the row says what happened.
+                // `go`, end of input or a timeout: the row says what happened (this
+                // connection is authenticated; the row, not the line, decides).
                 let mut go = String::new();
                 let _ = (&mut r).take(MAX_MSG).read_line(&mut go);
                 let _ = tx.send(FromConn::Handoff { principal, id });
             }
         }
-        _ => {}
+        HostMsg::Go => {}
     }
 }
 
@@ -243,5 +331,43 @@ mod tests {
         assert!(!gone.exists());
         assert_eq!(log_owner("host-12-34.events.jsonl"), Some((12, 34)));
         assert_eq!(log_owner("host-x-34.events.jsonl"), None);
+    }
+
+    #[test]
+    fn only_the_exact_secret_authenticates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.secret");
+        let secret = create_secret(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.len(), 2 * SECRET_BYTES);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // O_EXCL: an existing file (or a link planted there) is never written through.
+        assert!(create_secret(&path).is_err());
+        assert!(secret.admits(&text));
+        let mut other = text.clone().into_bytes();
+        other[0] = if other[0] == b'0' { b'1' } else { b'0' };
+        let other = String::from_utf8(other).unwrap();
+        for bad in [
+            other.as_str(),
+            "",
+            &text[..62],
+            &format!("{text}0"),
+            &text.to_uppercase(),
+        ] {
+            if bad != text {
+                assert!(!secret.admits(bad), "{bad}");
+            }
+        }
+        let with = |v: Value| authenticated(&v.to_string(), &secret);
+        assert_eq!(
+            with(json!({"op": "status", "secret": text})),
+            Some(HostMsg::Status)
+        );
+        assert_eq!(with(json!({"op": "status"})), None);
+        assert_eq!(with(json!({"op": "status", "secret": other})), None);
+        assert_eq!(with(json!({"op": "status", "secret": 7})), None);
+        assert_eq!(with(json!(["status"])), None);
     }
 }

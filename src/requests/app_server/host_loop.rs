@@ -2,8 +2,11 @@
 //! notifications, the checked admission (`turn/start` armed at the current event
 //! sequence), each followed request's correlation, and its one terminal event.
 //!
-//! Invariants: a request is committed only once the admitter stored its receipt with
-//! this host as owner (`submitted`); a request that became terminal meanwhile (cancel) is
+//! Invariants: a `turn/start` is written only for a request the store already holds
+//! (registered by its admitter, `admitting`, for this host's principal, target and
+//! incarnation, with the same prompt digest and return mode): the row comes before the
+//! turn, never after; a request is committed only once the admitter stored its receipt
+//! with this host as owner (`submitted`); a request that became terminal meanwhile (cancel) is
 //! dropped at the next look, never overwritten; the app-server ending settles every
 //! followed request as `indeterminate`.
 
@@ -53,6 +56,9 @@ pub struct Pending {
 pub struct Host {
     pub(super) store: Store,
     pub(super) me: (u32, u64),
+    /// Whose target this is: admissions for any other principal are refused.
+    pub(super) principal: String,
+    pub(super) agent_id: String,
     pub(super) thread_id: String,
     pub(super) incarnation: String,
     pub(super) child: AppChild,
@@ -287,6 +293,8 @@ impl Host {
                 AdmitOutcome::StaleIncarnation,
                 "the app-server target runs as another incarnation now",
             ))
+        } else if let Some(why) = self.unregistered(&a) {
+            Some(refuse(AdmitOutcome::Unavailable, &why))
         } else if self.exited {
             Some(refuse(
                 AdmitOutcome::Unavailable,
@@ -336,6 +344,37 @@ impl Host {
                 ));
             }
         }
+    }
+
+    /// Why `a` may not be written, if the store does not hold it as its admitter
+    /// registered it: this host's principal, agent and incarnation, still `admitting`, the
+    /// same return mode and the digest of this very text. `None`: it may be written.
+    fn unregistered(&self, a: &HostAdmit) -> Option<String> {
+        if a.principal != self.principal {
+            return Some("no such request for this app-server target".into());
+        }
+        if self
+            .pending
+            .iter()
+            .any(|p| p.principal == a.principal && p.request_id == a.request_id)
+        {
+            return Some("this request is already being admitted".into());
+        }
+        let row = match self.store.request_get(&a.principal, &a.request_id) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Some("no such request in the state store".into()),
+            Err(e) => return Some(format!("the state store cannot be read: {e}")),
+        };
+        let digest = crate::codex::message_digest(&a.text);
+        if row.state != ADMITTING {
+            return Some(format!("the request is {} already", row.state));
+        }
+        let same = row.agent_id == self.agent_id
+            && row.incarnation == self.incarnation
+            && row.return_final == a.return_final
+            && row.prompt_sha256 == digest
+            && a.prompt_sha256 == digest;
+        (!same).then(|| "the request in the state store is not this admission".into())
     }
 
     /// Look at pending request `i`'s row: hand it over, drop it, or settle a dead

@@ -9,6 +9,13 @@
 //! admitter stores the receipt (owner = the host) and writes `{"op":"go"}`. End of input
 //! without `go` means the admitter died first: the host settles the request, never
 //! commits a final for it (the observer's handshake, `observer.rs`).
+//!
+//! Authentication (issue 36 item 13): every message carries `"secret"`, the host's 32
+//! random bytes in hex, which the host wrote to `<socket>.secret` (0600, created with
+//! `O_EXCL` in the private runtime directory before the socket listened). A message
+//! without it, or with another, gets one `unavailable` refusal and the connection closes:
+//! nothing is read from it, nothing written to the app-server. An admission must also name
+//! a request the admitter already registered in the store (`host_loop.rs`).
 
 pub mod child;
 pub mod host;
@@ -19,8 +26,9 @@ use crate::wire::codex::{AdmitOutcome, CodexTarget};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long a client waits for the host's answer (the host answers an admission once
@@ -28,6 +36,32 @@ use std::time::Duration;
 pub const CLIENT_WAIT: Duration = Duration::from_secs(20);
 /// Longest message line on the socket.
 pub const MAX_MSG: u64 = 256 * 1024;
+/// The field of every client message that carries the host's secret.
+pub const SECRET_FIELD: &str = "secret";
+/// The secret's length in bytes (hex on the wire and in its file).
+pub const SECRET_BYTES: usize = 32;
+
+/// Where the host of `socket` keeps its secret: beside the socket.
+pub fn secret_path(socket: &Path) -> PathBuf {
+    socket.with_extension("secret")
+}
+
+/// The secret of the host serving `socket` (its file, read without following a link).
+pub fn read_secret(socket: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK)
+        .open(secret_path(socket))?;
+    let mut s = String::new();
+    (&mut f)
+        .take(2 * SECRET_BYTES as u64 + 1)
+        .read_to_string(&mut s)?;
+    let s = s.trim_end().to_string();
+    if s.len() != 2 * SECRET_BYTES {
+        return Err(std::io::Error::other("the host's secret file is malformed"));
+    }
+    Ok(s)
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -106,20 +140,29 @@ pub fn incarnation(agent: &str, host: (u32, u64), thread_id: &str, session_id: &
 /// An open connection to a host.
 pub struct HostConn {
     reader: BufReader<UnixStream>,
+    secret: String,
 }
 
 impl HostConn {
+    /// Connect to the host of `socket`, with the secret from the file beside it.
     pub fn connect(socket: &Path) -> std::io::Result<HostConn> {
+        let secret = read_secret(socket)?;
         let s = UnixStream::connect(socket)?;
         s.set_read_timeout(Some(CLIENT_WAIT))?;
         s.set_write_timeout(Some(CLIENT_WAIT))?;
         Ok(HostConn {
             reader: BufReader::new(s),
+            secret,
         })
     }
 
+    /// Send `m` with the secret.
     pub fn send(&mut self, m: &HostMsg) -> std::io::Result<()> {
-        let mut b = serde_json::to_vec(m).map_err(std::io::Error::other)?;
+        let mut v = serde_json::to_value(m).map_err(std::io::Error::other)?;
+        if let serde_json::Value::Object(o) = &mut v {
+            o.insert(SECRET_FIELD.into(), self.secret.clone().into());
+        }
+        let mut b = serde_json::to_vec(&v).map_err(std::io::Error::other)?;
         b.push(b'\n');
         self.reader.get_mut().write_all(&b)
     }
