@@ -447,3 +447,58 @@ fn a_bypass_refusal_gives_the_call_that_passes() {
     assert!(text(&r).starts_with("retried"), "{r}");
     assert!(!Path::new(&sys).exists());
 }
+
+/// Issue 36 item 11 through the real binary: `cp -r` (its `-r` was taken for an option
+/// value, so the destination was never judged), a wrapped `timeout 5 touch`, a write
+/// through `/proc/self/root` and through a workspace link to `/tmp` are refused before
+/// anything runs, and each refusal's next action, sent as given, runs (issue 38 item 10).
+#[test]
+fn writes_behind_options_wrappers_and_links_are_refused_before_they_run() {
+    let mut a = spawn("embedded");
+    let s = a.first_call();
+    let sys = format!("/tmp/winx-item11-{}", std::process::id());
+    std::fs::create_dir(a.workspace.join("dir")).unwrap();
+    std::fs::write(a.workspace.join("dir/a.txt"), "a\n").unwrap();
+    std::os::unix::fs::symlink("/tmp", a.workspace.join("tmplink")).unwrap();
+    for (cmd, made) in [
+        (format!("cp -r dir {sys}-cp"), format!("{sys}-cp")),
+        (
+            format!("timeout 5 touch {sys}-touch"),
+            format!("{sys}-touch"),
+        ),
+        (
+            format!("echo x > /proc/self/root{sys}-proc"),
+            format!("{sys}-proc"),
+        ),
+        (
+            format!("echo x > tmplink/winx-item11-{}-link", std::process::id()),
+            format!("{sys}-link"),
+        ),
+    ] {
+        let r = a.bash(&s, json!({"command": cmd}));
+        assert_eq!(
+            sc(&r)["errorCode"],
+            "temporary_artifact_policy",
+            "{cmd}: {r}"
+        );
+        assert!(!Path::new(&made).exists(), "nothing was run: {cmd}");
+        let next = &sc(&r)["nextAction"]["arguments"];
+        assert!(
+            next["action_json"]["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("$WINX_TEMP_DIR/")),
+            "{r}"
+        );
+        let again = a.call("BashCommand", next.clone());
+        assert!(sc(&again)["errorCode"].is_null(), "{cmd}: {again}");
+        assert!(!Path::new(&made).exists(), "the retry stays inside: {cmd}");
+    }
+    let r = a.bash(
+        &s,
+        json!({"command": "ls \"$WINX_TEMP_DIR\" | sort | tr '\\n' ' '"}),
+    );
+    let listing = text(&r);
+    for end in ["cp", "touch", "proc", "link"] {
+        assert!(listing.contains(&format!("-{end} ")), "{listing}");
+    }
+}
