@@ -18,6 +18,10 @@ fn report(args: &[&str]) -> Output {
 
 /// `report(args)` and the report's own peak resident set in KiB (from `wait4`: other
 /// children of this test process, such as the browsers other modules start, do not count).
+#[allow(
+    clippy::zombie_processes,
+    reason = "wait_measured reaps the child with wait4, for its rusage"
+)]
 fn report_measured(args: &[&str]) -> (Output, i64) {
     let tmp = tempfile::tempdir().unwrap();
     let env = support::isolated_env(tmp.path(), &tmp.path().join("state"), tmp.path());

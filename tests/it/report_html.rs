@@ -41,7 +41,7 @@ fn call(i: usize, ts: i64, tool: &str, transport: &str) -> Value {
         "outcome": "result", "status": "completed",
         "duration_ms": DURATIONS[i % DURATIONS.len()], "response_bytes": 100 + i,
     });
-    if i % 7 == 0 {
+    if i.is_multiple_of(7) {
         let code = match i % 3 {
             0 => "shell_exited".to_string(),
             1 => format!("a_very_long_error_code_{}", "that_goes_on_".repeat(12)),
@@ -314,9 +314,9 @@ fn a_busy_stdio_log_has_readable_axes_and_no_unknown_card() {
 fn a_log_over_days_labels_dates_and_shows_the_http_cards_it_has() {
     let tmp = tempfile::tempdir().unwrap();
     let mut lines = Vec::new();
-    for i in 0..600 {
+    for i in 0..600usize {
         let ts = SIX + i as i64 * 431_000;
-        let transport = if i % 2 == 0 { "http" } else { "stdio" };
+        let transport = if i.is_multiple_of(2) { "http" } else { "stdio" };
         let mut l = call(i, ts, "BashCommand", transport);
         if transport == "http" {
             l["request_id"] = json!(format!("r{i}"));
