@@ -34,6 +34,27 @@ pub fn readme_section(host: &str) -> String {
     section[..section.find("\n### ").unwrap_or(section.len())].to_string()
 }
 
+/// The README part that starts at the comment `<!-- <marker>` and ends at the next `## `
+/// heading outside a fenced block (for a part with no `### ` headings of its own, such as
+/// "Tools by example").
+pub fn readme_part(marker: &str) -> String {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).unwrap();
+    let marker = format!("<!-- {marker}");
+    let start = readme
+        .find(&marker)
+        .unwrap_or_else(|| panic!("README.md has no `{marker}` marker"));
+    let (mut part, mut fenced) = (String::new(), false);
+    for line in readme[start..].lines() {
+        fenced ^= line.starts_with("```");
+        if !fenced && line.starts_with("## ") {
+            break;
+        }
+        part.push_str(line);
+        part.push('\n');
+    }
+    part
+}
+
 /// The bodies of the fenced blocks of language `lang` in `text`.
 pub fn fenced(text: &str, lang: &str) -> Vec<String> {
     let open = format!("```{lang}\n");
