@@ -5,7 +5,9 @@
 //! `--last N`, a first pass counts the lines the filters select and the second aggregates
 //! the last N of them; auxiliary lines (`tool_started`, `tool_phase`) never count towards
 //! N (seed 000), but those of a call whose `tool_call` is in the window belong to it even
-//! when they precede the window's first line (they share its `usage_call_id`).
+//! when they precede the window's first line (they share its `usage_call_id`; the
+//! counting pass keeps, for each of the last N selected lines only, where its call's
+//! first auxiliary line is and a hash of its id).
 //! Malformed and oversized lines are counted and skipped.
 //!
 //! Every file is opened with `O_NONBLOCK | O_NOFOLLOW` and judged through its descriptor:
@@ -26,7 +28,7 @@ mod svg;
 use crate::config::opcli::ReportArgs;
 use line::Kind;
 use serde_json::{Value, json};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::hash::{BuildHasher, RandomState};
 use std::io::{BufRead, BufReader, Seek};
@@ -117,37 +119,47 @@ fn each_line(file: &File, oversized: &mut u64, mut f: impl FnMut(&[u8])) -> std:
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
     Malformed,
-    /// Filtered out, or auxiliary.
+    /// Filtered out.
     Other,
+    /// An auxiliary line (`tool_started`, `tool_phase`) with a call id.
+    Aux,
     /// A terminal line the filters keep: it counts towards `--last`.
     Selected,
     /// Not there during the counting pass.
     Unseen,
-    /// An auxiliary line before the window's first line whose call ends in the window.
-    Pulled,
 }
 
 /// (file, line) in the files read oldest first.
 type Pos = (usize, usize);
 
-/// Auxiliary lines kept per call: the writer emits one `tool_started` and at most 17
-/// `tool_phase` lines per call; a log repeating one id more often is not the writer's.
-const MAX_AUX_PER_CALL: usize = 64;
+/// One of the last N selected lines: where it is, where the first auxiliary line of its
+/// call is (itself when none), and its call id's hash.
+struct Entry {
+    pos: Pos,
+    first_aux: Pos,
+    id: u64,
+}
 
-/// Where the last N selected lines start, from the counting pass.
+/// Where the last N selected lines start, from the counting pass, and which auxiliary
+/// lines before that start belong to calls ending in the window.
 struct Window {
     classes: Vec<Vec<Class>>,
-    /// (file, line) of the first line of the window.
-    start: (usize, usize),
+    /// (file, line) of the first terminal line of the window.
+    start: Pos,
+    /// The first auxiliary line of a call that ends in the window (`start` when none).
+    from: Pos,
+    /// The hashed ids of the calls that end in the window but began before `start`.
+    pulled: HashSet<u64>,
+    ids: RandomState,
 }
 
 impl Window {
     fn plan(files: &[(PathBuf, File)], filters: &Filters, n: u64) -> Window {
         let mut classes = Vec::with_capacity(files.len());
-        // The last N selected lines, each with the auxiliary lines of its call; and the
-        // auxiliary lines of calls whose terminal line has not been read yet, by call id.
-        let mut selected: VecDeque<(Pos, Vec<Pos>)> = VecDeque::new();
-        let mut open: HashMap<u64, Vec<Pos>> = HashMap::new();
+        // The last N selected lines (N bounds the memory), and the first auxiliary line of
+        // each call whose terminal line is not read yet, by hashed call id.
+        let mut selected: VecDeque<Entry> = VecDeque::new();
+        let mut open: HashMap<u64, Pos> = HashMap::new();
         let ids = RandomState::new();
         for (fi, (_, f)) in files.iter().enumerate() {
             let mut c = Vec::new();
@@ -159,28 +171,34 @@ impl Window {
                     Some(h) => {
                         let k = h.kind();
                         let id = h.usage_call_id.str().map(|id| ids.hash_one(id));
-                        let mut aux = Vec::new();
+                        let mut first_aux = pos;
                         match (k, id) {
                             (_, Some(id)) if k.auxiliary() => {
-                                let lines = open.entry(id).or_default();
-                                if lines.len() < MAX_AUX_PER_CALL {
-                                    lines.push(pos);
-                                }
+                                open.entry(id).or_insert(pos);
                             }
                             (Kind::ToolCall, Some(id)) => {
-                                aux = open.remove(&id).unwrap_or_default();
+                                first_aux = open.remove(&id).unwrap_or(pos);
                             }
                             _ => {}
                         }
-                        match !k.auxiliary() && filters.keep(k, h.ts_ms.i64(), h.build.str()) {
-                            true => {
-                                selected.push_back((pos, aux));
-                                if selected.len() as u64 > n {
-                                    selected.pop_front();
-                                }
-                                Class::Selected
+                        if k.auxiliary() {
+                            if id.is_some() {
+                                Class::Aux
+                            } else {
+                                Class::Other
                             }
-                            false => Class::Other,
+                        } else if filters.keep(k, h.ts_ms.i64(), h.build.str()) {
+                            selected.push_back(Entry {
+                                pos,
+                                first_aux,
+                                id: id.unwrap_or_default(),
+                            });
+                            if selected.len() as u64 > n {
+                                selected.pop_front();
+                            }
+                            Class::Selected
+                        } else {
+                            Class::Other
                         }
                     }
                 };
@@ -189,24 +207,44 @@ impl Window {
             classes.push(c);
         }
         let start = match selected.front() {
-            Some((pos, _)) if n > 0 => *pos,
+            Some(e) if n > 0 => e.pos,
             _ => (files.len(), 0),
         };
-        for (_, aux) in &selected {
-            for &(f, i) in aux.iter().filter(|p| **p < start) {
-                classes[f][i] = Class::Pulled;
-            }
+        let mut from = start;
+        let mut pulled = HashSet::new();
+        for e in selected.iter().filter(|e| e.first_aux < start) {
+            from = from.min(e.first_aux);
+            pulled.insert(e.id);
         }
-        Window { classes, start }
+        Window {
+            classes,
+            start,
+            from,
+            pulled,
+            ids,
+        }
     }
 
-    /// The class of line `i` of file `f` when it lies before the window (or was not
-    /// there when counted); `None` inside the window.
-    fn before_start(&self, f: usize, i: usize) -> Option<Class> {
-        let Some(class) = self.classes.get(f).and_then(|c| c.get(i)) else {
+    /// The class of line `i` of file `f` (its bytes `b`) when it lies outside the window
+    /// (before it, or not there when counted); `None` inside the window: from its first
+    /// terminal line on, and the auxiliary lines before it of the calls ending in it.
+    fn excludes(&self, f: usize, i: usize, b: &[u8]) -> Option<Class> {
+        let Some(&class) = self.classes.get(f).and_then(|c| c.get(i)) else {
             return Some(Class::Unseen);
         };
-        ((f, i) < self.start && *class != Class::Pulled).then_some(*class)
+        let pos = (f, i);
+        if pos >= self.start {
+            return None;
+        }
+        if class == Class::Aux
+            && pos >= self.from
+            && let Some(h) = line::parse_head(b)
+            && let Some(id) = h.usage_call_id.str()
+            && self.pulled.contains(&self.ids.hash_one(id))
+        {
+            return None;
+        }
+        Some(class)
     }
 }
 
@@ -242,7 +280,7 @@ pub fn build(path: &Path, filters: &Filters) -> Result<Value, String> {
                 let i = index;
                 index += 1;
                 if let Some(w) = &window {
-                    match w.before_start(fi, i) {
+                    match w.excludes(fi, i, b) {
                         // Appended after the counting pass: outside this report.
                         Some(Class::Unseen) => return,
                         Some(c) => {
