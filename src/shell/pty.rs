@@ -231,18 +231,18 @@ pub fn write_all(fd: RawFd, data: &[u8]) -> std::io::Result<()> {
 /// `write_all`, also saying how many bytes the terminal took before an error (0: none of
 /// `data` reached it; more: part of it did).
 pub fn write_counted(fd: RawFd, data: &[u8]) -> (usize, std::io::Result<()>) {
-    let mut rest = data;
-    let r = write_rest(fd, &mut rest);
-    (data.len() - rest.len(), r)
+    let mut done = 0;
+    let r = write_from(fd, data, &mut done);
+    (done, r)
 }
 
-fn write_rest<'a>(fd: RawFd, data: &mut &'a [u8]) -> std::io::Result<()> {
-    while !data.is_empty() {
+fn write_from(fd: RawFd, all: &[u8], done: &mut usize) -> std::io::Result<()> {
+    while *done < all.len() {
+        let data = &all[*done..];
         // SAFETY: writes from `data`, which is valid for `data.len()` bytes.
         let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
         if n >= 0 {
-            let all: &'a [u8] = *data;
-            *data = &all[n as usize..];
+            *done += n as usize;
             continue;
         }
         match nix::Error::last() {
