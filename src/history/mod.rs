@@ -5,16 +5,24 @@
 //! SQLite write). The recorder owns the one writing connection: it inserts records,
 //! starts one `history-watch` thread per guardian with open records, and applies the
 //! facts those threads bring back (`capture`). A `history-sweeper` thread asks it to
-//! expire old records every minute. Readers (the `Execution` tool) use their own
-//! connections and `sync` first, so they see every command admitted before them.
-//! `Notify` wakes `wait` calls whenever the recorder commits a change.
+//! expire old records every minute. Reads go through a `Catalog` (the read side, one
+//! scope: list, get, read pages, observe, wait), which uses its own connections and
+//! `sync`s first, so it sees every command admitted before it. `Notify` wakes `wait`
+//! calls whenever the recorder commits a change.
 
 pub mod capture;
+pub mod catalog;
 pub mod cursor;
+pub mod page;
 mod reconcile;
 mod recorder;
 pub mod retention;
 pub mod turn;
+mod wait;
+
+pub use catalog::{Catalog, CatalogError, Listing, Observation, Observed, READ_BUDGET, Record};
+pub use page::{Page, PageReq, Source};
+pub use wait::{Event, Outcome, WaitFor, Waited};
 
 use crate::deadline::Deadline;
 use crate::ipc::GuardianClient;
@@ -178,8 +186,9 @@ pub(crate) enum Msg {
     },
 }
 
-/// The opened catalog: the recorder's channel, reader connections, the cursor key.
-pub struct Open {
+/// The opened history: the recorder's channel, reader connections, the cursor key (a
+/// `Catalog` reads through it).
+pub(crate) struct Open {
     tx: Sender<Msg>,
     db_path: PathBuf,
     readers: Mutex<Vec<Connection>>,
@@ -212,8 +221,8 @@ impl History {
         }
     }
 
-    /// The open catalog, opening (and recovering open records) on first use.
-    pub fn open(&self) -> Result<Arc<Open>, HistoryError> {
+    /// The open history, opening (and recovering open records) on first use.
+    pub(crate) fn open(&self) -> Result<Arc<Open>, HistoryError> {
         if !self.limits.enabled {
             return Err(HistoryError(
                 "execution history is turned off on this server (WINX_NO_HISTORY=1)".into(),
@@ -305,13 +314,14 @@ impl Open {
         }
     }
 
-    /// On this process's first look at session `key`: ask its guardian (if one answers)
-    /// for its executions, so a command whose admitting adapter died before recording it
-    /// is in the catalog (`reconcile`). Failures leave the catalog as it is.
-    pub fn reconcile_session(
+    /// On this process's first look at session `key`: ask its guardian (`client`, if
+    /// there is one and it answers) for its executions, so a command whose admitting
+    /// adapter died before recording it is in the catalog (`reconcile`). Failures leave
+    /// the catalog as it is.
+    fn reconcile_session(
         &self,
         key: &str,
-        client: Option<GuardianClient>,
+        client: impl FnOnce() -> Option<GuardianClient>,
         deadline: &Deadline,
     ) {
         {
@@ -323,7 +333,7 @@ impl Open {
                 return;
             }
         }
-        if let Some(client) = client
+        if let Some(client) = client()
             && let Err(e) = self.refresh(&client, deadline)
         {
             log::debug!("history reconcile of session {key}: {e}");

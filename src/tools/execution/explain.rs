@@ -4,8 +4,8 @@
 
 use super::{Ctx, done, execution_id, fresh, only, refuse, unavailable, view, with};
 use crate::deadline::unix_ms;
+use crate::history::catalog::ProcessStatus;
 use crate::shell::turn::{self, Choice, RecognitionInput};
-use crate::store::history::{self as table, ProcessStatus};
 use crate::tools::envelope::ToolOutput;
 use crate::tools::error::ToolError;
 use serde_json::{Map, Value, json};
@@ -42,10 +42,7 @@ pub fn parse(action: &Map<String, Value>) -> Result<ExplainReq, ToolError> {
 
 pub fn run(x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
     let r = fresh(x, &req.id)?;
-    let shot = x
-        .open
-        .read(|c| table::screen(c, r.rowid))
-        .map_err(unavailable)?;
+    let shot = x.screen(&r).map_err(unavailable)?;
     let running = r.process_status == ProcessStatus::Running;
     let (screen, quiet_ms) = match &shot {
         // Quiet time keeps growing after the capture while nothing new was recorded.
@@ -60,7 +57,7 @@ pub fn run(x: &Ctx, req: ExplainReq) -> Result<ToolOutput, ToolError> {
         quiet_ms,
         running,
     };
-    let rules = x.open.limits.turn_rules.as_deref();
+    let rules = x.limits().turn_rules.as_deref();
     // A configurable choice without operator rules: the same explain with `auto` works.
     let detection = turn::recognize(&req.choice, &input, rules).map_err(|e| {
         refuse(

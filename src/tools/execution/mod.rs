@@ -15,10 +15,8 @@ use super::envelope::{Envelope, ToolOutput};
 use super::error::{Fix, ToolError};
 use super::name::ToolName;
 use crate::deadline::Deadline;
-use crate::history::{Open, cursor};
-use crate::store::history::{self as table, ProcessStatus, Record, Scope};
+use crate::history::{Catalog, CatalogError, READ_BUDGET, Record};
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 use std::time::Duration;
 
 const TOOL: ToolName = ToolName::Execution;
@@ -27,17 +25,20 @@ const ACTIONS: &[&str] = &["list", "get", "explain", "read", "observe", "wait"];
 /// `list.limit`: default and bound.
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 128;
-/// Budget of actions that only read the catalog.
-const READ_BUDGET: Duration = Duration::from_secs(5);
-
-/// The caller's verified scope and the open catalog.
+/// The caller's catalog (its verified scope), answering as `tool`; it reads as the
+/// `Catalog` it holds (`x.scope`, `x.list(…)`).
 pub(crate) struct Ctx {
     /// The tool answering (`Execution`, or `Agent` for its native observations).
     pub tool: ToolName,
-    pub open: Arc<Open>,
-    pub scope: Scope,
-    /// The scope's digest inside cursors.
-    pub tag: String,
+    pub catalog: Catalog,
+}
+
+impl std::ops::Deref for Ctx {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        &self.catalog
+    }
 }
 
 /// A refused action with the action to send instead (`instruction` says why it works).
@@ -80,6 +81,19 @@ pub(crate) fn unavailable(e: impl std::fmt::Display) -> ToolError {
     }
 }
 
+/// A catalog's refusal as the tool's: a missing id's way forward is `list`; a cursor's
+/// depends on the action (the caller replaces `fix`).
+pub(crate) fn catalog_error(e: CatalogError) -> ToolError {
+    match e {
+        CatalogError::NotFound(execution_id) => ToolError::ExecutionNotFound {
+            execution_id,
+            fix: Some(list_fix()),
+        },
+        CatalogError::Cursor(detail) => ToolError::InvalidCursor { detail, fix: None },
+        CatalogError::Unavailable(e) => unavailable(e),
+    }
+}
+
 pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     answer(ctx, map).map_err(|e| e.with_call(map))
 }
@@ -115,18 +129,18 @@ pub(crate) fn open_within(
     tool: ToolName,
     deadline: &Deadline,
 ) -> Result<Ctx, ToolError> {
-    let scope = crate::history::scope(ctx.principal, &binding.thread_id, &binding.workspace_str());
-    let tag = cursor::scope_tag(&scope.principal, &scope.thread_id, &scope.workspace_root);
     let _catalog = ctx.trace.phase(crate::usage::Phase::Catalog);
-    let open = ctx.history.open().map_err(unavailable)?;
-    let key = crate::runtime::session_key(ctx.principal, &binding.thread_id);
-    open.reconcile_session(&key, ctx.runtime.client(&key), deadline);
-    Ok(Ctx {
-        tool,
-        open,
-        scope,
-        tag,
-    })
+    let catalog = ctx
+        .history
+        .catalog(
+            ctx.principal,
+            &binding.thread_id,
+            &binding.workspace_str(),
+            ctx.runtime,
+            deadline,
+        )
+        .map_err(unavailable)?;
+    Ok(Ctx { tool, catalog })
 }
 
 /// Run a checked action (shared by `Execution` and `Agent`'s native backend).
@@ -155,7 +169,7 @@ pub(crate) fn run(
 pub(crate) enum Parsed {
     List(usize),
     Get(String),
-    Read(String, page::PageReq),
+    Read(String, crate::history::PageReq),
     Explain(explain::ExplainReq),
     Observe(observe::Parsed),
     Wait(wait::WaitReq),
@@ -192,7 +206,7 @@ pub(crate) fn parse(
         }
         "read" => {
             only(action, &["execution_id", "source", "page_bytes", "cursor"])?;
-            Parsed::Read(id()?, page_req(action, page::DEFAULT_PAGE_BYTES)?)
+            Parsed::Read(id()?, page::page_req(action, page::DEFAULT_PAGE_BYTES)?)
         }
         "explain" => Parsed::Explain(explain::parse(action)?),
         "observe" => Parsed::Observe(observe::parse(action)?),
@@ -330,57 +344,27 @@ pub(crate) fn timeout(a: &Map<String, Value>, default: f64) -> Result<Duration, 
     })
 }
 
+/// The record of `id` as the catalog holds it now.
 pub(crate) fn find(x: &Ctx, id: &str) -> Result<Record, ToolError> {
-    x.open
-        .read(|c| table::get(c, &x.scope, id))
-        .map_err(unavailable)?
-        .ok_or_else(|| ToolError::ExecutionNotFound {
-            execution_id: id.to_string(),
-            fix: Some(list_fix()),
-        })
+    x.find(id).map_err(catalog_error)
 }
 
-fn synced(x: &Ctx) -> Result<Deadline, ToolError> {
-    let deadline = Deadline::after("history read", READ_BUDGET);
-    x.open.sync(&deadline).map_err(unavailable)?;
-    Ok(deadline)
-}
-
-/// The record of `id`, refreshed once from its guardian while it is open (running or
-/// still capturing). A failed refresh leaves the retained data, which is still answered.
+/// The record of `id`, synced and refreshed once from its guardian while it is open.
 pub(crate) fn fresh(x: &Ctx, id: &str) -> Result<Record, ToolError> {
-    let deadline = synced(x)?;
-    let r = find(x, id)?;
-    if r.process_status != ProcessStatus::Running && !r.output_pending {
-        return Ok(r);
-    }
-    let client = crate::ipc::GuardianClient::new(std::path::Path::new(&r.socket));
-    match x.open.refresh(&client, &deadline) {
-        Ok(()) => find(x, id),
-        Err(e) => {
-            log::debug!("history refresh of {id}: {e}");
-            Ok(r)
-        }
-    }
+    x.get(id).map_err(catalog_error)
 }
 
 fn list(x: &Ctx, limit: usize) -> Result<ToolOutput, ToolError> {
-    synced(x)?;
-    let (records, seq) = x
-        .open
-        .read(|c| {
-            let seq = crate::store::history_scope::seq(c, &x.scope)?;
-            Ok((table::list(c, &x.scope, limit)?, seq))
-        })
-        .map_err(unavailable)?;
+    let listing = x.list(limit).map_err(unavailable)?;
+    let records = &listing.records;
     let mut text = format!("{} execution(s), newest first\n", records.len());
-    for r in &records {
+    for r in records {
         text.push_str(&view::line(r));
         text.push('\n');
     }
     let data = json!({
         "executions": records.iter().map(view::compact).collect::<Vec<_>>(),
-        "catalog_cursor": x.open.key.seal(&x.tag, &cursor::Kind::Catalog { seq }),
+        "catalog_cursor": listing.catalog_cursor,
     });
     Ok(done(x.tool, format!("list: {}", records.len()), text, data))
 }
@@ -391,77 +375,22 @@ fn get(x: &Ctx, id: &str) -> Result<ToolOutput, ToolError> {
     Ok(done(x.tool, format!("get: {id}"), text, view::full(&r)))
 }
 
-fn read(x: &Ctx, id: &str, req: &page::PageReq) -> Result<ToolOutput, ToolError> {
-    let r = fresh(x, id)?;
-    let page = x
-        .open
-        .read(|c| Ok(page::page(c, &x.open.key, &x.tag, &r, req)))
-        .map_err(unavailable)?
-        .map_err(|e| match page_error(e) {
-            ToolError::InvalidCursor { detail, .. } => ToolError::InvalidCursor {
-                detail,
-                fix: Some(Fix::boxed(
-                    "Read from the start of the retained text, without a cursor.",
-                    json!({"type": "read", "execution_id": id, "source": req.source,
-                           "page_bytes": req.page_bytes}),
-                )),
-            },
-            other => other,
-        })?;
-    let text = page["text"].as_str().unwrap_or_default().to_string();
-    let data = json!({"execution": view::compact(&r), "page": page});
-    Ok(done(
-        x.tool,
-        format!("read: {id} {}", req.source),
-        text,
-        data,
-    ))
-}
-
-/// `source`, `page_bytes` and `cursor` of a read or an observe item.
-pub(crate) fn page_req(
-    a: &Map<String, Value>,
-    default_bytes: usize,
-) -> Result<page::PageReq, ToolError> {
-    let source = match a.get("source") {
-        None => "output",
-        Some(v) => page::SOURCES
-            .iter()
-            .copied()
-            .find(|s| v.as_str() == Some(s))
-            .ok_or_else(|| {
-                refuse(
-                    "source must be one of output, screen, detection",
-                    "source is output (the default), screen or detection.",
-                    with(a, "source", json!("output")),
-                )
-            })?,
-    };
-    let bounds = page::MIN_PAGE_BYTES..=page::MAX_PAGE_BYTES;
-    let page_bytes = int_in(a, "page_bytes", bounds, default_bytes)?;
-    let cursor = match a.get("cursor") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            return Err(refuse(
-                "cursor must be a string from an earlier next_cursor",
-                "Start without a cursor; continue with each page's next_cursor.",
-                with(a, "cursor", Value::Null),
-            ));
-        }
-    };
-    Ok(page::PageReq {
-        source,
-        page_bytes,
-        cursor,
-    })
-}
-
-pub(crate) fn page_error(e: page::PageError) -> ToolError {
-    match e {
-        page::PageError::Cursor(detail) => ToolError::InvalidCursor { detail, fix: None },
-        page::PageError::Db(e) => unavailable(e),
-    }
+fn read(x: &Ctx, id: &str, req: &crate::history::PageReq) -> Result<ToolOutput, ToolError> {
+    let source = req.source.as_str();
+    let (r, page) = x.read(id, req).map_err(|e| match e {
+        CatalogError::Cursor(detail) => ToolError::InvalidCursor {
+            detail,
+            fix: Some(Fix::boxed(
+                "Read from the start of the retained text, without a cursor.",
+                json!({"type": "read", "execution_id": id, "source": source,
+                       "page_bytes": req.page_bytes}),
+            )),
+        },
+        other => catalog_error(other),
+    })?;
+    let text = page.text().to_string();
+    let data = json!({"execution": view::compact(&r), "page": page::json(&page)});
+    Ok(done(x.tool, format!("read: {id} {source}"), text, data))
 }
 
 /// A completed answer of `tool`; `message` follows the tool's name.

@@ -1,37 +1,31 @@
-//! `observe`: compact status and a page for 1–32 executions in one call. Each distinct
-//! guardian with an open record is refreshed once; then every item's metadata and page
-//! come from one catalog transaction, with that transaction's `catalog_cursor`.
+//! `observe`: compact status and a page for 1–32 executions in one call
+//! (`Catalog::observe`: one refresh per guardian with an open record, then one catalog
+//! transaction with its `catalog_cursor`).
 //!
 //! Invariant: one item's failure (missing id, bad cursor, failed refresh) is that item's
 //! `errors` entry; its siblings are answered normally and the call is
 //! `completed_with_issues` / `execution_observation_issues`.
 
-use super::page::{self, PageReq};
-use super::{Ctx, done, execution_id, only, page_req, refuse, refuse_to_list, timeout};
+use super::page::{self, page_req};
+use super::{Ctx, done, execution_id, only, refuse, refuse_to_list, timeout};
 use super::{unavailable, view, with};
 use crate::deadline::Deadline;
-use crate::history::cursor::Kind;
-use crate::ipc::GuardianClient;
-use crate::store::history::{self as table, ProcessStatus};
+use crate::history::{Observed, Page, PageReq};
 use crate::tools::envelope::{Status, ToolOutput};
 use crate::tools::error::Fix;
 use crate::tools::error::{ToolError, mark};
 use crate::tools::error_code::ErrorCode;
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 const MAX_ITEMS: usize = 32;
 const DEFAULT_ITEM_BYTES: usize = 2048;
 const MAX_TOTAL_BYTES: usize = 65536;
 const DEFAULT_TIMEOUT_SECONDS: f64 = 5.0;
 
-pub struct Item {
-    execution_id: String,
-    req: PageReq,
-}
-
 pub struct Parsed {
-    items: Vec<Item>,
+    /// Each item's execution id and page.
+    items: Vec<(String, PageReq)>,
     pub(super) budget: std::time::Duration,
 }
 
@@ -83,17 +77,14 @@ pub fn parse(action: &Map<String, Value>) -> Result<Parsed, ToolError> {
             return Err(refuse(
                 format!(
                     "items[{i}] repeats execution {id} with source {}",
-                    req.source
+                    req.source.as_str()
                 ),
                 "Ask for each execution and source once.",
                 with(action, "items", Value::Array(rest)),
             ));
         }
         total += req.page_bytes;
-        items.push(Item {
-            execution_id: id,
-            req,
-        });
+        items.push((id, req));
     }
     if total > MAX_TOTAL_BYTES {
         let each = MAX_TOTAL_BYTES / raw.len();
@@ -146,68 +137,28 @@ fn item_error(stage: &str, code: ErrorCode, message: String) -> Value {
 
 /// Observe within `deadline`, the call's one deadline (see `Parsed::deadline`).
 pub fn run(x: &Ctx, parsed: Parsed, deadline: &Deadline) -> Result<ToolOutput, ToolError> {
-    let deadline = *deadline;
-    x.open.sync(&deadline).map_err(unavailable)?;
-    let ids: Vec<&str> = parsed
-        .items
-        .iter()
-        .map(|i| i.execution_id.as_str())
-        .collect();
-    let before = x
-        .open
-        .read(|c| {
-            ids.iter()
-                .map(|id| Ok((id.to_string(), table::get(c, &x.scope, id)?)))
-                .collect::<rusqlite::Result<BTreeMap<_, _>>>()
-        })
-        .map_err(unavailable)?;
-    // One refresh per guardian with an open record among the items.
-    let mut refresh_errors: BTreeMap<String, String> = BTreeMap::new();
-    let mut refreshed = HashSet::new();
-    for r in before.values().flatten() {
-        let open = r.process_status == ProcessStatus::Running || r.output_pending;
-        if open && refreshed.insert(r.guardian.clone()) {
-            let client = GuardianClient::new(std::path::Path::new(&r.socket));
-            if let Err(e) = x.open.refresh(&client, &deadline) {
-                refresh_errors.insert(r.guardian.clone(), e);
-            }
-        }
-    }
-    if deadline.expired() {
-        return Err(unavailable(
-            "the observation deadline passed before the catalog was read",
-        ));
-    }
-    let (items, seq) = x
-        .open
-        .read(|c| {
-            c.execute_batch("BEGIN")?;
-            let out = read_items(c, x, &parsed.items, &refresh_errors);
-            // A pooled connection must never keep a transaction open.
-            let end = c.execute_batch(if out.is_ok() { "COMMIT" } else { "ROLLBACK" });
-            let out = out?;
-            end.map(|_| out)
-        })
-        .map_err(unavailable)?;
-    let issues = items
-        .iter()
-        .any(|i| i["errors"].as_array().is_some_and(|e| !e.is_empty()));
+    let seen = x.observe(&parsed.items, deadline).map_err(unavailable)?;
+    let mut issues = false;
     let mut text = String::new();
-    for i in &items {
+    let mut items = Vec::with_capacity(seen.items.len());
+    for o in &seen.items {
+        let (item, status, errors) = item(o);
+        issues |= errors;
+        let shown = o.page.as_ref().map_or("", Page::text);
         text.push_str(&format!(
-            "{} {}: {}\n",
-            i["execution_id"].as_str().unwrap_or(""),
-            i["status"].as_str().unwrap_or(""),
-            i["page"]["text"].as_str().unwrap_or("").trim_end()
+            "{} {status}: {}\n",
+            o.execution_id,
+            shown.trim_end()
         ));
+        items.push(item);
     }
     let data = json!({
         "items": items,
-        "catalog_cursor": x.open.key.seal(&x.tag, &Kind::Catalog { seq }),
+        "catalog_cursor": seen.catalog_cursor,
     });
     let mut out = done(
         x.tool,
-        format!("observe: {} item(s)", ids.len()),
+        format!("observe: {} item(s)", parsed.items.len()),
         text,
         data,
     );
@@ -221,51 +172,39 @@ pub fn run(x: &Ctx, parsed: Parsed, deadline: &Deadline) -> Result<ToolOutput, T
     Ok(out)
 }
 
-fn read_items(
-    c: &rusqlite::Connection,
-    x: &Ctx,
-    items: &[Item],
-    refresh_errors: &BTreeMap<String, String>,
-) -> rusqlite::Result<(Vec<Value>, i64)> {
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let mut errors = Vec::new();
-        let Some(r) = table::get(c, &x.scope, &item.execution_id)? else {
-            let e = ToolError::ExecutionNotFound {
-                execution_id: item.execution_id.clone(),
-                fix: None,
-            };
-            errors.push(item_error("read", e.error_code(), e.message()));
-            out.push(
-                json!({"execution_id": item.execution_id, "source": item.req.source,
-                            "status": "missing", "execution": null, "page": null,
-                            "errors": errors}),
-            );
-            continue;
+/// An observed item as `data.items[i]` shows it, its status, and whether it has errors.
+fn item(o: &Observed) -> (Value, &'static str, bool) {
+    let mut errors = Vec::new();
+    let source = o.source.as_str();
+    let Some(r) = &o.record else {
+        let e = ToolError::ExecutionNotFound {
+            execution_id: o.execution_id.clone(),
+            fix: None,
         };
-        if let Some(e) = refresh_errors.get(&r.guardian) {
-            let message = format!("live refresh failed (retained data shown): {e}");
-            errors.push(item_error("refresh", ErrorCode::ShellUnavailable, message));
-        }
-        let page = match page::page(c, &x.open.key, &x.tag, &r, &item.req) {
-            Ok(p) => Some(p),
-            Err(page::PageError::Cursor(detail)) => {
-                let e = ToolError::InvalidCursor { detail, fix: None };
-                errors.push(item_error("read", e.error_code(), e.message()));
-                None
-            }
-            Err(page::PageError::Db(e)) => return Err(e),
-        };
-        let status = if errors.is_empty() {
-            "observed"
-        } else {
-            "observed_with_issues"
-        };
-        out.push(
-            json!({"execution_id": r.execution_id, "source": item.req.source,
-                        "status": status, "execution": view::compact(&r), "page": page,
-                        "errors": errors}),
-        );
+        errors.push(item_error("read", e.error_code(), e.message()));
+        let v = json!({"execution_id": o.execution_id, "source": source, "status": "missing",
+                       "execution": null, "page": null, "errors": errors});
+        return (v, "missing", true);
+    };
+    if let Some(e) = &o.refresh_error {
+        let message = format!("live refresh failed (retained data shown): {e}");
+        errors.push(item_error("refresh", ErrorCode::ShellUnavailable, message));
     }
-    Ok((out, crate::store::history_scope::seq(c, &x.scope)?))
+    if let Some(detail) = &o.cursor_error {
+        let e = ToolError::InvalidCursor {
+            detail: detail.clone(),
+            fix: None,
+        };
+        errors.push(item_error("read", e.error_code(), e.message()));
+    }
+    let issues = !errors.is_empty();
+    let status = if issues {
+        "observed_with_issues"
+    } else {
+        "observed"
+    };
+    let v = json!({"execution_id": r.execution_id, "source": source, "status": status,
+                   "execution": view::compact(r), "page": o.page.as_ref().map(page::json),
+                   "errors": errors});
+    (v, status, issues)
 }

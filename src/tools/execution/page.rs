@@ -1,228 +1,98 @@
-//! Bounded pages of a record's retained output or screen, with scoped cursors.
-//!
-//! Invariant: a page never ends inside a UTF-8 character and never silently skips a byte:
-//! text that left retention is reported as `retention_gap`, and a screen that changed
-//! since the cursor's snapshot answers `resync_required` from the new snapshot's start.
+//! A page's arguments (`source`, `page_bytes`, `cursor` of a read or an observe item) and
+//! how a `history::Page` looks in `data`.
 
-use crate::history::cursor::{Key, Kind};
-use crate::store::history::{self as table, ProcessStatus, Record};
-use rusqlite::Connection;
-use serde_json::{Value, json};
+use super::{int_in, refuse, with};
+use crate::history::{Page, PageReq, Source};
+use crate::tools::error::ToolError;
+use serde_json::{Map, Value, json};
 
-pub const SOURCES: &[&str] = &["output", "screen", "detection"];
 /// `read` pages: default and bounds (a UTF-8 character needs up to 4 bytes).
 pub const DEFAULT_PAGE_BYTES: usize = 16 * 1024;
 pub const MIN_PAGE_BYTES: usize = 4;
 pub const MAX_PAGE_BYTES: usize = 64 * 1024;
 
-pub struct PageReq {
-    pub source: &'static str,
-    pub page_bytes: usize,
-    pub cursor: Option<String>,
-}
-
-pub enum PageError {
-    Cursor(String),
-    Db(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for PageError {
-    fn from(e: rusqlite::Error) -> PageError {
-        PageError::Db(e)
-    }
-}
-
-/// Where a page starts: the cursor's offset and snapshot when it belongs to this record
-/// and source, else an error.
-fn start(
-    key: &Key,
-    scope: &str,
-    r: &Record,
-    req: &PageReq,
-) -> Result<Option<(u64, i64)>, PageError> {
-    let Some(c) = &req.cursor else {
-        return Ok(None);
+/// `source`, `page_bytes` and `cursor` of a read or an observe item.
+pub(crate) fn page_req(a: &Map<String, Value>, default_bytes: usize) -> Result<PageReq, ToolError> {
+    let source = match a.get("source") {
+        None => Source::Output,
+        Some(v) => Source::ALL
+            .into_iter()
+            .find(|s| v.as_str() == Some(s.as_str()))
+            .ok_or_else(|| {
+                refuse(
+                    "source must be one of output, screen, detection",
+                    "source is output (the default), screen or detection.",
+                    with(a, "source", json!("output")),
+                )
+            })?,
     };
-    match key.open(scope, c) {
-        Some(Kind::Page {
-            execution_id,
-            source,
-            offset,
-            snapshot,
-        }) if execution_id == r.execution_id && source == req.source => {
-            Ok(Some((offset, snapshot)))
+    let bounds = MIN_PAGE_BYTES..=MAX_PAGE_BYTES;
+    let page_bytes = int_in(a, "page_bytes", bounds, default_bytes)?;
+    let cursor = match a.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(refuse(
+                "cursor must be a string from an earlier next_cursor",
+                "Start without a cursor; continue with each page's next_cursor.",
+                with(a, "cursor", Value::Null),
+            ));
         }
-        Some(Kind::Page { .. }) => Err(PageError::Cursor(
-            "the cursor belongs to another execution or source".into(),
-        )),
-        Some(Kind::Catalog { .. }) => Err(PageError::Cursor(
-            "a catalog cursor is for wait.after, not for pages".into(),
-        )),
-        None => Err(PageError::Cursor(
-            "the cursor is not valid in this session".into(),
-        )),
-    }
+    };
+    Ok(PageReq {
+        source,
+        page_bytes,
+        cursor,
+    })
 }
 
-pub fn page(
-    c: &Connection,
-    key: &Key,
-    scope: &str,
-    r: &Record,
-    req: &PageReq,
-) -> Result<Value, PageError> {
-    let from = start(key, scope, r, req)?;
-    if req.source == "output" {
-        return output(c, key, scope, r, req, from.map(|(o, _)| o));
-    }
-    let Some(shot) = table::screen(c, r.rowid)? else {
-        return Ok(json!({
-            "source": req.source,
+/// The page as `data.page` shows it.
+pub fn json(p: &Page) -> Value {
+    match p {
+        Page::Output {
+            offset,
+            next_offset,
+            text,
+            has_more,
+            next_cursor,
+            retention_gap,
+            resync_required,
+        } => json!({
+            "source": Source::Output.as_str(),
+            "offset": offset,
+            "next_offset": next_offset,
+            "text": text,
+            "has_more": has_more,
+            "next_cursor": next_cursor,
+            "retention_gap": retention_gap.map(|(from, to)| json!({"from": from, "to": to})),
+            "resync_required": resync_required,
+        }),
+        Page::Snapshot {
+            source,
+            snapshot,
+            offset,
+            next_offset,
+            text,
+            has_more,
+            next_cursor,
+            resync_required,
+        } => json!({
+            "source": source.as_str(),
+            "snapshot": snapshot,
+            "offset": offset,
+            "next_offset": next_offset,
+            "text": text,
+            "has_more": has_more,
+            "next_cursor": next_cursor,
+            "resync_required": resync_required,
+        }),
+        Page::NoScreen { source } => json!({
+            "source": source.as_str(),
             "available": false,
             "text": "",
             "has_more": false,
             "detail": "no screen has been recorded for this execution (background commands \
                        have none; a foreground one gets one while it runs)",
-        }));
-    };
-    // The detection snapshot: the `auto` verdict with the inputs it was made from.
-    let text = match req.source {
-        "screen" => shot.text,
-        _ => detection_text(&shot),
-    };
-    snapshot_page(key, scope, r, req, from, shot.snapshot, &text)
-}
-
-fn detection_text(shot: &table::Screen) -> String {
-    let detection: Value = shot
-        .detection
-        .as_deref()
-        .and_then(|d| serde_json::from_str(d).ok())
-        .unwrap_or(Value::Null);
-    let doc = json!({
-        "detection": detection,
-        "snapshot": shot.snapshot,
-        "captured_at_unix_ms": shot.captured_at_ms,
-        "quiet_ms": shot.quiet_ms,
-        "screen": shot.text,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
-}
-
-fn output(
-    c: &Connection,
-    key: &Key,
-    scope: &str,
-    r: &Record,
-    req: &PageReq,
-    from: Option<u64>,
-) -> Result<Value, PageError> {
-    let retained = r.retained_start as u64;
-    let end = r.text_end as u64;
-    let mut resync = false;
-    let mut offset = from.unwrap_or(retained);
-    if offset > end {
-        // A cursor past everything stored: the record was recreated; start over.
-        resync = true;
-        offset = retained;
-    }
-    let gap = (offset < retained).then(|| json!({"from": offset, "to": retained}));
-    offset = offset.max(retained);
-    let bytes = table::read_text(c, r.rowid, offset as i64, req.page_bytes)?;
-    // A pruned head may start inside a character: its continuation bytes belong to the gap.
-    let lead = if offset == retained {
-        bytes.iter().take_while(|b| **b & 0xC0 == 0x80).count()
-    } else {
-        0
-    };
-    let text = utf8_prefix(&bytes[lead..]);
-    let start = offset + lead as u64;
-    let next = start + text.len() as u64;
-    let live = r.process_status == ProcessStatus::Running || r.output_pending;
-    let next_cursor = key.seal(
-        scope,
-        &Kind::Page {
-            execution_id: r.execution_id.clone(),
-            source: "output".into(),
-            offset: next,
-            snapshot: 0,
-        },
-    );
-    Ok(json!({
-        "source": "output",
-        "offset": start,
-        "next_offset": next,
-        "text": text,
-        "has_more": next < end || live,
-        "next_cursor": next_cursor,
-        "retention_gap": gap,
-        "resync_required": resync,
-    }))
-}
-
-/// A page of a snapshot text (screen or detection): a cursor from another snapshot
-/// restarts at 0 with `resync_required`.
-fn snapshot_page(
-    key: &Key,
-    scope: &str,
-    r: &Record,
-    req: &PageReq,
-    from: Option<(u64, i64)>,
-    snapshot: i64,
-    text: &str,
-) -> Result<Value, PageError> {
-    let (mut offset, resync) = match from {
-        Some((o, s)) if s == snapshot && o as usize <= text.len() => (o as usize, false),
-        Some(_) => (0, true),
-        None => (0, false),
-    };
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let page = utf8_prefix(&text.as_bytes()[offset..(offset + req.page_bytes).min(text.len())]);
-    let next = offset + page.len();
-    let next_cursor = key.seal(
-        scope,
-        &Kind::Page {
-            execution_id: r.execution_id.clone(),
-            source: req.source.into(),
-            offset: next as u64,
-            snapshot,
-        },
-    );
-    Ok(json!({
-        "source": req.source,
-        "snapshot": snapshot,
-        "offset": offset,
-        "next_offset": next,
-        "text": page,
-        "has_more": next < text.len(),
-        "next_cursor": next_cursor,
-        "resync_required": resync,
-    }))
-}
-
-/// The longest prefix of `bytes` that is whole UTF-8 characters.
-fn utf8_prefix(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_string(),
-        Err(e) if e.error_len().is_none() => {
-            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
-        }
-        // Stored text is valid UTF-8; anything else is shown, never dropped.
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::utf8_prefix;
-
-    #[test]
-    fn pages_end_on_character_boundaries() {
-        let s = "a€b";
-        assert_eq!(utf8_prefix(&s.as_bytes()[..2]), "a");
-        assert_eq!(utf8_prefix(&s.as_bytes()[..4]), "a€");
-        assert_eq!(utf8_prefix(s.as_bytes()), s);
+        }),
     }
 }

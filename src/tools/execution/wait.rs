@@ -10,7 +10,6 @@ use super::{unavailable, view, with};
 use crate::deadline::Deadline;
 use crate::history::cursor::Kind;
 use crate::store::history::{self as table, ProcessStatus, Record};
-use crate::store::history_scope::{self as scope_seq, Stamps};
 use crate::tools::envelope::{NextAction, ToolOutput};
 use crate::tools::error::{Fix, ToolError};
 use serde_json::{Map, Value, json};
@@ -170,11 +169,10 @@ fn no_events(action: &Map<String, Value>, detail: String) -> ToolError {
     )
 }
 
-/// Which of `events` happened to `r` (stamped `at` in its scope's own order) after the
-/// scope's catalog position `after`.
-fn happened(r: &Record, at: Stamps, after: i64, events: &[&str]) -> Vec<&'static str> {
-    let state = at.state > after;
-    let turn = at.turn > after;
+/// Which of `events` happened to `r` after catalog position `after`.
+fn happened(r: &Record, after: i64, events: &[&str]) -> Vec<&'static str> {
+    let state = r.state_seq > after;
+    let turn = r.turn_seq > after;
     let turn_is = |s: &str| turn && r.turn_state.as_deref() == Some(s);
     EVENTS
         .iter()
@@ -182,7 +180,7 @@ fn happened(r: &Record, at: Stamps, after: i64, events: &[&str]) -> Vec<&'static
         .filter(|e| events.contains(e))
         .filter(|e| match *e {
             "state" => state,
-            "output" => at.output > after,
+            "output" => r.output_seq > after,
             "exited" => state && r.process_status == ProcessStatus::Exited,
             "unknown" => state && r.process_status == ProcessStatus::Unknown,
             other => turn_is(other),
@@ -195,13 +193,9 @@ fn happened(r: &Record, at: Stamps, after: i64, events: &[&str]) -> Vec<&'static
 pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, ToolError> {
     let deadline = *deadline;
     x.open.sync(&deadline).map_err(unavailable)?;
-    // Without `after`, the baseline is the catalog as this call first reads it (the
-    // scope's own counter: a cursor never holds the install's global sequence).
+    // Without `after`, the baseline is the catalog as this call first reads it.
     let baseline = match &req.after {
-        None => x
-            .open
-            .read(|c| scope_seq::seq(c, &x.scope))
-            .map_err(unavailable)?,
+        None => x.open.read(table::seq).map_err(unavailable)?,
         Some(c) => match x.open.key.open(&x.tag, c) {
             Some(Kind::Catalog { seq }) => seq,
             _ => {
@@ -226,15 +220,14 @@ pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, Too
     let mut watched = false;
     loop {
         let seen = x.open.notify.count();
-        let (records, stamps, seq) = x
+        let (records, seq) = x
             .open
             .read(|c| {
-                let (mut found, mut stamps) = (Vec::new(), Vec::new());
+                let mut found = Vec::new();
                 for id in &req.ids {
                     found.push((id.clone(), table::get(c, &x.scope, id)?));
-                    stamps.push(scope_seq::stamps(c, &x.scope, id)?);
                 }
-                Ok((found, stamps, scope_seq::seq(c, &x.scope)?))
+                Ok((found, table::seq(c)?))
             })
             .map_err(unavailable)?;
         if records.iter().all(|(_, r)| r.is_none()) {
@@ -254,9 +247,8 @@ pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, Too
         }
         let changed: Vec<Value> = records
             .iter()
-            .zip(&stamps)
-            .filter_map(|((_, r), at)| Some((r.as_ref()?, *at)))
-            .map(|(r, at)| (r, happened(r, at, baseline, &req.events)))
+            .filter_map(|(_, r)| r.as_ref())
+            .map(|r| (r, happened(r, baseline, &req.events)))
             .filter(|(_, ev)| !ev.is_empty())
             .map(|(r, ev)| json!({"execution_id": r.execution_id, "events": ev}))
             .collect();
