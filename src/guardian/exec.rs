@@ -1,11 +1,13 @@
 //! One execution's output: a journal file on disk with every byte, an in-memory window of
-//! the newest bytes, and the agent's delivery cursor.
+//! the newest bytes, and the agent's delivery cursor; and a background command's terminal
+//! model (`BgScreen`), which a native prompt to it checks readiness on (issue 37 item 3).
 //!
 //! Invariant: offsets only grow; bytes that left the window are still in the journal, and
 //! an answer that skips them says how many it skipped (never a silent gap).
 
 use super::journals::Made;
 use crate::deadline::{Stopwatch, unix_ms};
+use crate::shell::pty;
 use crate::wire::guardian::{ActionResult, Admission, CommandState, ProcessStatus};
 use std::fs::File;
 use std::io::Write;
@@ -128,6 +130,53 @@ impl OutputLog {
             .as_ref()
             .map(|p| p.to_string_lossy().into_owned())
     }
+}
+
+/// A background command's terminal model (its PTY is as large as the shell's) and when it
+/// last printed. Dropped when the command ends: a finished command takes no prompt.
+pub struct BgScreen {
+    pub vt: vt100::Parser,
+    pub last_output_ms: i64,
+}
+
+impl BgScreen {
+    pub fn new() -> BgScreen {
+        let nz = |n: u16| std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN);
+        BgScreen {
+            vt: vt100::Parser::new(nz(pty::DEFAULT_ROWS), nz(pty::DEFAULT_COLS), 0),
+            last_output_ms: unix_ms(),
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.vt.process(bytes);
+        self.last_output_ms = unix_ms();
+    }
+
+    pub fn quiet_ms(&self) -> u64 {
+        (unix_ms() - self.last_output_ms).max(0) as u64
+    }
+}
+
+impl Default for BgScreen {
+    fn default() -> Self {
+        BgScreen::new()
+    }
+}
+
+/// The whole visible screen as text: rows without trailing blanks, trailing empty rows
+/// dropped (what the recognizers read).
+pub fn screen_text(screen: &vt100::Screen) -> String {
+    let (_, cols) = screen.size();
+    let rows: Vec<String> = screen
+        .rows(0, u16::from(cols))
+        .map(|r| r.trim_end().to_string())
+        .collect();
+    let mut end = rows.len();
+    while end > 0 && rows[end - 1].is_empty() {
+        end -= 1;
+    }
+    rows[..end].join("\n")
 }
 
 /// The id of the session's execution `n` ("<tag>-<n>"), built in a buffer sized up front:

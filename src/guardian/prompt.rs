@@ -53,7 +53,7 @@ impl Session {
     fn live_screen(&self, id: &str) -> Option<(String, u64)> {
         if let Some(b) = self.bg.values().find(|b| b.exec.id == id) {
             let s = b.screen.as_ref().filter(|_| !b.exec.finished())?;
-            return Some((super::screen::screen_text(s.vt.screen()), s.quiet_ms()));
+            return Some((super::exec::screen_text(s.vt.screen()), s.quiet_ms()));
         }
         // Rendered only for the running foreground `id` (a watch of an ended execution
         // stays cheap on every loop turn).
@@ -126,7 +126,7 @@ impl Session {
             let Some(t) = self.target(&ask.execution_id) else {
                 return self.refuse(self.gone(&ask.execution_id), None);
             };
-            let screen = super::screen::screen_text(t.screen);
+            let screen = super::exec::screen_text(t.screen);
             let pending = self.prompts.watches.iter().any(|w| {
                 w.execution_id == ask.execution_id
                     && !w.activity

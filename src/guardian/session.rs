@@ -46,7 +46,7 @@ pub struct Background {
     pub master: Option<OwnedFd>,
     pub finished_at_ms: Option<i64>,
     /// Its terminal, while it runs (native prompts check readiness on it).
-    pub screen: Option<super::screen::BgScreen>,
+    pub screen: Option<super::exec::BgScreen>,
 }
 
 pub struct Clocks {
@@ -397,7 +397,7 @@ impl Session {
                 pid: spawned.pid,
                 master: Some(spawned.master),
                 finished_at_ms: None,
-                screen: Some(super::screen::BgScreen::new()),
+                screen: Some(super::exec::BgScreen::new()),
             },
         );
         Ok(id)
