@@ -1,29 +1,19 @@
-//! `wait`: block until one of up to 32 executions changes after a catalog cursor, woken
-//! by the recorder's commits (`history::Notify`), never by polling on a timer.
+//! `wait`: block until one of up to 32 executions changes after a catalog cursor
+//! (`Catalog::wait`, woken by the recorder's commits, never by polling on a timer).
 //!
 //! Outcomes are distinct: `changed` (with what changed), `timeout` (nothing matching
 //! changed; says nothing about completion) and `resync` (the cursor is from a catalog
 //! this one cannot continue, or a watched record is gone).
 
-use super::{Ctx, done, execution_id, list_fix, only, refuse, refuse_to_list, timeout};
-use super::{unavailable, view, with};
+use super::{Ctx, catalog_error, done, execution_id, only, refuse, refuse_to_list, timeout};
+use super::{view, with};
 use crate::deadline::Deadline;
-use crate::history::cursor::Kind;
-use crate::store::history::{self as table, ProcessStatus, Record};
+use crate::history::{CatalogError, Event, Record, WaitFor, Waited};
 use crate::tools::envelope::{NextAction, ToolOutput};
 use crate::tools::error::{Fix, ToolError};
 use serde_json::{Map, Value, json};
 
 const MAX_IDS: usize = 32;
-const EVENTS: &[&str] = &[
-    "state",
-    "output",
-    "exited",
-    "awaiting_input",
-    "awaiting_approval",
-    "busy",
-    "unknown",
-];
 /// The tool's maximum wait: a profile's longer default is capped to it.
 const MAX_TIMEOUT_SECONDS: f64 = 30.0;
 
@@ -59,7 +49,7 @@ impl WaitProfile {
 pub struct WaitReq {
     ids: Vec<String>,
     after: Option<String>,
-    events: Vec<&'static str>,
+    events: Vec<Event>,
     /// `events` as the caller gave them (`None`: all), repeated by the next action.
     asked_events: Option<Value>,
     pub(super) budget: std::time::Duration,
@@ -110,20 +100,13 @@ pub fn parse(action: &Map<String, Value>, profile: WaitProfile) -> Result<WaitRe
         ids.push(id);
     }
     let events = match action.get("events") {
-        None => EVENTS.to_vec(),
+        None => Event::ALL.to_vec(),
         Some(Value::Array(a)) if !a.is_empty() => a
             .iter()
             .map(|e| {
-                EVENTS
-                    .iter()
-                    .copied()
-                    .find(|k| e.as_str() == Some(k))
-                    .ok_or_else(|| {
-                        no_events(
-                            action,
-                            format!("events may hold only {}", EVENTS.join(", ")),
-                        )
-                    })
+                e.as_str().and_then(Event::parse).ok_or_else(|| {
+                    no_events(action, format!("events may hold only {}", event_names()))
+                })
             })
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(no_events(action, "events must be a non-empty array".into())),
@@ -157,151 +140,81 @@ pub fn parse(action: &Map<String, Value>, profile: WaitProfile) -> Result<WaitRe
     })
 }
 
+/// Every event's name, comma-separated.
+fn event_names() -> String {
+    Event::ALL.map(Event::as_str).join(", ")
+}
+
 /// A refused `events`: the fix waits for every event.
 fn no_events(action: &Map<String, Value>, detail: String) -> ToolError {
     refuse(
         detail,
         &format!(
             "events is a non-empty array of {}; without it, every event counts.",
-            EVENTS.join(", ")
+            event_names()
         ),
         with(action, "events", Value::Null),
     )
 }
 
-/// Which of `events` happened to `r` after catalog position `after`.
-fn happened(r: &Record, after: i64, events: &[&str]) -> Vec<&'static str> {
-    let state = r.state_seq > after;
-    let turn = r.turn_seq > after;
-    let turn_is = |s: &str| turn && r.turn_state.as_deref() == Some(s);
-    EVENTS
-        .iter()
-        .copied()
-        .filter(|e| events.contains(e))
-        .filter(|e| match *e {
-            "state" => state,
-            "output" => r.output_seq > after,
-            "exited" => state && r.process_status == ProcessStatus::Exited,
-            "unknown" => state && r.process_status == ProcessStatus::Unknown,
-            other => turn_is(other),
-        })
-        .collect()
-}
-
 /// Wait within `deadline`, the call's one deadline (started before session admission, so
 /// admission, reconcile and catalog I/O all count against the budget).
 pub fn run(x: &Ctx, req: WaitReq, deadline: &Deadline) -> Result<ToolOutput, ToolError> {
-    let deadline = *deadline;
-    x.open.sync(&deadline).map_err(unavailable)?;
-    // Without `after`, the baseline is the catalog as this call first reads it.
-    let baseline = match &req.after {
-        None => x.open.read(table::seq).map_err(unavailable)?,
-        Some(c) => match x.open.key.open(&x.tag, c) {
-            Some(Kind::Catalog { seq }) => seq,
-            _ => {
-                let mut fresh = json!({"type": "wait", "execution_ids": req.ids,
-                                       "timeout_seconds": req.seconds});
-                if let Some(events) = &req.asked_events {
-                    fresh["events"] = events.clone();
-                }
-                return Err(ToolError::InvalidCursor {
-                    detail: "after must be a catalog_cursor from list, observe or wait in this \
-                             session"
-                        .into(),
-                    fix: Some(Fix::boxed(
-                        "Wait without after: the baseline is the catalog as the wait first \
-                         reads it.",
-                        fresh,
-                    )),
-                });
-            }
-        },
+    let w = WaitFor {
+        ids: &req.ids,
+        after: req.after.as_deref(),
+        events: &req.events,
+        poll_once: req.poll_once,
     };
-    let mut watched = false;
-    loop {
-        let seen = x.open.notify.count();
-        let (records, seq) = x
-            .open
-            .read(|c| {
-                let mut found = Vec::new();
-                for id in &req.ids {
-                    found.push((id.clone(), table::get(c, &x.scope, id)?));
-                }
-                Ok((found, table::seq(c)?))
-            })
-            .map_err(unavailable)?;
-        if records.iter().all(|(_, r)| r.is_none()) {
-            return Err(ToolError::ExecutionNotFound {
-                execution_id: req.ids[0].clone(),
-                fix: Some(list_fix()),
-            });
-        }
-        if !watched {
-            // Records another adapter admitted: watch their guardians from here too.
-            for r in records.iter().filter_map(|(_, r)| r.as_ref()) {
-                if r.process_status == ProcessStatus::Running || r.output_pending {
-                    x.open.watch(&r.guardian, &r.socket);
-                }
+    let waited = x.wait(&w, deadline).map_err(|e| match e {
+        CatalogError::Cursor(detail) => {
+            let mut fresh = json!({"type": "wait", "execution_ids": req.ids,
+                                   "timeout_seconds": req.seconds});
+            if let Some(events) = &req.asked_events {
+                fresh["events"] = events.clone();
             }
-            watched = true;
+            ToolError::InvalidCursor {
+                detail,
+                fix: Some(Fix::boxed(
+                    "Wait without after: the baseline is the catalog as the wait first \
+                     reads it.",
+                    fresh,
+                )),
+            }
         }
-        let changed: Vec<Value> = records
-            .iter()
-            .filter_map(|(_, r)| r.as_ref())
-            .map(|r| (r, happened(r, baseline, &req.events)))
-            .filter(|(_, ev)| !ev.is_empty())
-            .map(|(r, ev)| json!({"execution_id": r.execution_id, "events": ev}))
-            .collect();
-        let outcome = if baseline > seq {
-            // A cursor ahead of this catalog: it was recreated; start from its state.
-            Some("resync")
-        } else if !changed.is_empty() {
-            Some("changed")
-        } else if req.poll_once || deadline.expired() {
-            Some("timeout")
-        } else {
-            None
-        };
-        if let Some(outcome) = outcome {
-            return Ok(answer(x, &req, outcome, &records, changed, seq, baseline));
-        }
-        x.open.notify.wait_past(seen, &deadline);
-    }
+        other => catalog_error(other),
+    })?;
+    Ok(answer(x, &req, waited))
 }
 
-fn answer(
-    x: &Ctx,
-    req: &WaitReq,
-    outcome: &str,
-    records: &[(String, Option<Record>)],
-    changed: Vec<Value>,
-    seq: i64,
-    baseline: i64,
-) -> ToolOutput {
-    let missing: Vec<&str> = records
+fn answer(x: &Ctx, req: &WaitReq, w: Waited) -> ToolOutput {
+    let outcome = w.outcome.as_str();
+    let missing: Vec<&str> = w
+        .records
         .iter()
         .filter(|(_, r)| r.is_none())
         .map(|(id, _)| id.as_str())
         .collect();
-    let found: Vec<&Record> = records.iter().filter_map(|(_, r)| r.as_ref()).collect();
-    // After a timeout the cursor stays at the baseline: nothing matching was consumed.
-    let next = if outcome == "timeout" {
-        baseline.max(0)
-    } else {
-        seq
-    };
+    let found: Vec<&Record> = w.records.iter().filter_map(|(_, r)| r.as_ref()).collect();
     let mut text = format!("wait: {outcome}\n");
     for r in &found {
         text.push_str(&view::line(r));
         text.push('\n');
     }
-    let cursor = x.open.key.seal(&x.tag, &Kind::Catalog { seq: next });
+    let changed: Vec<Value> = w
+        .changed
+        .iter()
+        .map(|(id, ev)| {
+            let ev: Vec<&str> = ev.iter().map(|e| e.as_str()).collect();
+            json!({"execution_id": id, "events": ev})
+        })
+        .collect();
     let data = json!({
         "outcome": outcome,
         "changed": changed,
         "executions": found.iter().map(|r| view::compact(r)).collect::<Vec<_>>(),
         "missing": missing,
-        "catalog_cursor": cursor,
+        "catalog_cursor": w.catalog_cursor,
         "effectiveWait": {
             "timeout_seconds": req.seconds,
             "source": if req.defaulted { "profile_default" } else { "request" },
@@ -309,7 +222,7 @@ fn answer(
         },
     });
     let mut out = done(x.tool, format!("wait: {outcome}"), text, data);
-    out.envelope.next_action = Some(again(x, req, cursor));
+    out.envelope.next_action = Some(again(x, req, w.catalog_cursor));
     out
 }
 
