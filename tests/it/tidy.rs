@@ -185,6 +185,22 @@ fn the_guardian_never_opens_sqlite() {
     }
 }
 
+/// SQLite is the store's and the history's: everyone else reads and writes through their
+/// typed functions (`store::Store`, `history::Catalog`), so no tool runs a query. Test
+/// modules (`*tests.rs`) may open a raw connection to hold a database locked.
+#[test]
+fn only_store_and_history_use_rusqlite() {
+    for (path, text) in sources() {
+        let owner = path.starts_with("src/store/") || path.starts_with("src/history/");
+        if !owner && !path.ends_with("tests.rs") {
+            assert!(
+                !text.contains("rusqlite"),
+                "{path} uses rusqlite; only src/store and src/history do"
+            );
+        }
+    }
+}
+
 #[test]
 fn only_the_adapter_and_jsonrpc_know_the_wire() {
     for (path, text) in sources() {
