@@ -4,9 +4,9 @@
 //! validation, and bindings per principal over HTTP. Herdr's refusals and errors are in
 //! `agent_herdr_errors.rs`; the fake against the reference in `agent_herdr_golden.rs`.
 
+use crate::support;
 use crate::support::herdr as herdr_support;
 use crate::support::http as http_support;
-use crate::support;
 
 use herdr_support::*;
 use serde_json::{Value, json};

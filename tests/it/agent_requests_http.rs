@@ -2,8 +2,8 @@
 //! other's agents, requests or terminal events, even in one workspace under one external
 //! thread id (issue 15, "two principals over MCP").
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::*;
 use serde_json::{Value, json};

@@ -1,8 +1,8 @@
 //! The execution history over authenticated HTTP: an execution id or cursor is no
 //! authority across principals or workspaces (seed 000, "Discovery and authority").
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::*;
 use serde_json::{Value, json};

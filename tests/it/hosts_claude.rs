@@ -9,8 +9,8 @@
 //! Set `WINX_TEST_KEEP_LOGS=1` to keep a cell's directory (the model request log
 //! `model-requests.jsonl`, Claude Code's stdout and stderr).
 
-use crate::support::http;
 use crate::support;
+use crate::support::http;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

@@ -12,9 +12,9 @@
 //! under Codex's default approval settings (the snippet without its approval key).
 //! Set `WINX_TEST_KEEP_LOGS=1` to keep the temp dir (requests.jsonl, Codex's output).
 
+use crate::support;
 use crate::support::codex_exec;
 use crate::support::http;
-use crate::support;
 
 use codex_exec::{Cell, Dirs, Transport, exec_codex, golden_trace, readme_snippets, run_codex};
 use serde_json::{Value, json};

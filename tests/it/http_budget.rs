@@ -8,8 +8,8 @@
 //! (the server says `100 Continue` only once the declared length is granted). Every loop
 //! is bounded, every wait has a deadline, and every connection is to loopback.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::*;
 use support::wait::{Deadline, eventually};

@@ -5,8 +5,8 @@
 //! Resource checks read the server's own `/proc/<pid>` (descriptors, threads, peak
 //! memory); every loop is bounded and every wait has a deadline.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::*;
 use serde_json::json;

@@ -2,8 +2,8 @@
 //! requests, then every embedded guardian is shut down (SIGTERM, grace, SIGKILL), so even
 //! the shells' detached children end with the server, as they do with a stdio adapter.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::*;
 use serde_json::json;

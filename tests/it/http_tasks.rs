@@ -2,8 +2,8 @@
 //! IDs, and the `Mcp-Name` routing header of `tasks/*`. Commands wait on a FIFO the test
 //! opens, so nothing depends on timing.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::*;
 use serde_json::{Value, json};

@@ -8,8 +8,8 @@
 //! Needs the venv: `make test` sets `WINX_TEST_PYTHON`; otherwise `target/venv/bin/python`
 //! (from `make venv`) is used. Without either the test fails; it never skips.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use crossbeam_channel::bounded;
 use http_support::{Server, TOKEN};

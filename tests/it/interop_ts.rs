@@ -8,8 +8,8 @@
 //! `target/node` (from `make node-sdk`) is used. Without either the test fails; it never
 //! skips silently.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use crossbeam_channel::bounded;
 use serde_json::Value;

@@ -1,8 +1,8 @@
 //! Tool policy through the real binary: no argument may start a process for a principal
 //! whose policy hides `BashCommand` (stdio `--tool-profile`/`--allow-tool`, HTTP principals).
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::{Home, Server, TOKEN, path_str, two_principals};
 use serde_json::{Value, json};

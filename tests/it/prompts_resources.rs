@@ -3,8 +3,8 @@
 //! in both protocol eras over stdio, and over HTTP with principal scoping and the
 //! 2026-07-28 routing headers.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::{Home, Server, TOKEN, modern, modern_headers, path_str, two_principals};
 use serde_json::{Value, json};

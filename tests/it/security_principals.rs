@@ -4,8 +4,8 @@
 //! `token_env` token, from its own environment or from the server's or its parent's
 //! `/proc/<pid>/environ`.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use crossbeam_channel::bounded;
 use http_support::*;

@@ -4,9 +4,9 @@
 //! `nextAction`, and a next action on the history tools' refusals. The seed's JSON examples
 //! are used verbatim; only their placeholders are replaced.
 
+use crate::support;
 use crate::support::herdr as herdr_support;
 use crate::support::http;
-use crate::support;
 
 use serde_json::{Value, json};
 use support::history::{exec, id_of, logged_lines, spawn_with, start_fake_agent, until_recorded};

@@ -4,8 +4,8 @@
 //! SEARCH/REPLACE text, thread ids, cursors, ids, descriptions, headers, tokens), and the
 //! whole log is then searched for it. Also: HTTP and tool events share a `request_id`.
 
-use crate::support::http as http_support;
 use crate::support;
+use crate::support::http as http_support;
 
 use http_support::{Home, Server, TOKEN, h, modern, modern_headers};
 use serde_json::{Value, json};
