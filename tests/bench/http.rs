@@ -26,7 +26,8 @@
 //!   code serving requests is paged in, and holds no connection), and again after the
 //!   `ping` load, once every connection has closed and its thread ended: it must be back
 //!   within 10 % of idle within a second (`rss.settle` says how long it took; the server
-//!   hands free heap back 100 ms after its last connection closed).
+//!   hands free heap back 100 ms after its last connection closed); its PSS and private
+//!   memory (smaps_rollup) idle and at the end, VmRSS counting shared pages in full.
 
 #[path = "report.rs"]
 #[allow(dead_code)]
@@ -35,7 +36,7 @@ mod report;
 mod server;
 
 use crossbeam_channel::{after, bounded};
-use report::{Samples, vm_rss_mib};
+use report::{Samples, memory_mib, vm_rss_mib};
 use serde_json::{Value, json};
 use server::{HARD_TIMEOUT, Sandbox};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -111,6 +112,12 @@ impl Http {
 
     fn rss_mib(&self) -> f64 {
         vm_rss_mib(self.pid()).expect("server VmRSS")
+    }
+
+    /// (PSS, private) in MiB: its proportional share, and what its exit would free.
+    fn pss_private_mib(&self) -> (f64, f64) {
+        let m = memory_mib(self.pid()).expect("server smaps_rollup");
+        (m.pss, m.private)
     }
 
     /// Live connection threads (`http-conn`), from /proc.
@@ -428,6 +435,9 @@ fn main() {
     server.settle();
     let idle = server.rss_mib();
     t.add("rss.idle", idle, "MiB", rss_target);
+    let (pss, private) = server.pss_private_mib();
+    t.add("pss.idle", pss, "MiB", Goal::Info);
+    t.add("private.idle", private, "MiB", Goal::Info);
     let r1 = round(server.addr, &ping, 1, total / 4);
     t.round("ping.1", &r1, Goal::Info, Goal::Info);
     let r8 = round(server.addr, &ping, 8, total);
@@ -453,5 +463,8 @@ fn main() {
     );
     server.settle();
     t.add("rss.after_all", server.rss_mib(), "MiB", Goal::Info);
+    let (pss, private) = server.pss_private_mib();
+    t.add("pss.after_all", pss, "MiB", Goal::Info);
+    t.add("private.after_all", private, "MiB", Goal::Info);
     t.print();
 }

@@ -117,6 +117,70 @@ pub fn memory_of(sb: &Sandbox, name: &str, arg: &str) -> Vec<Memory> {
     found
 }
 
+/// The memory of a process tree, summed over its processes (PSS adds up: a page shared by
+/// n processes of the tree counts 1/n in each).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TreeMemory {
+    pub pss: f64,
+    pub private: f64,
+    /// The PSS of its shells (`bash`), included in `pss`.
+    pub shell_pss: f64,
+    pub processes: usize,
+}
+
+/// The memory of `roots`, of every process mentioning the sandbox (winxd and the guardians,
+/// which are not the adapter's descendants) and of all their descendants (the shells).
+pub fn tree_memory(sb: &Sandbox, roots: &[i32]) -> TreeMemory {
+    let mut tree: std::collections::BTreeSet<i32> = roots.iter().copied().collect();
+    tree.extend(
+        procs_mentioning(sb.dir.path())
+            .into_iter()
+            .map(|(pid, _)| pid),
+    );
+    let parents = parent_pids();
+    loop {
+        let children: Vec<i32> = (parents.iter())
+            .filter(|(pid, ppid)| tree.contains(ppid) && !tree.contains(pid))
+            .map(|&(pid, _)| pid)
+            .collect();
+        if children.is_empty() {
+            break;
+        }
+        tree.extend(children);
+    }
+    let mut sum = TreeMemory::default();
+    for pid in tree {
+        let Some(m) = memory_mib(pid) else { continue };
+        sum.pss += m.pss;
+        sum.private += m.private;
+        sum.processes += 1;
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "bash" {
+            sum.shell_pss += m.pss;
+        }
+    }
+    sum
+}
+
+/// (pid, parent pid) of every live process.
+fn parent_pids() -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
+        let after = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+        if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+            out.push((pid, ppid));
+        }
+    }
+    out
+}
+
 /// A JSON-RPC client over one server process with a reader thread; kill on Drop.
 pub struct Client {
     child: Child,
@@ -190,6 +254,15 @@ impl Client {
 
     pub fn rss_mib(&self) -> f64 {
         vm_rss_mib(self.child.id() as i32).expect("adapter VmRSS")
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The adapter's own memory (smaps_rollup).
+    pub fn memory(&self) -> Memory {
+        memory_mib(self.pid()).expect("adapter smaps_rollup")
     }
 }
 

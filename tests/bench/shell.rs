@@ -19,7 +19,7 @@ mod report;
 use report::{Memory, Report, Samples};
 #[path = "server.rs"]
 mod server;
-use server::{BIN, Client, HARD_TIMEOUT, Sandbox, memory_of};
+use server::{BIN, Client, HARD_TIMEOUT, Sandbox, TreeMemory, memory_of, tree_memory};
 #[path = "rawbash.rs"]
 mod rawbash;
 use rawbash::RawBash;
@@ -51,6 +51,8 @@ const FLOOD_CTRL_C_MS: f64 = 100.0;
 /// Calls timed during the flood (each one a guardian `Snapshot` plus `Screen`).
 const FLOOD_CALLS: usize = 300;
 const WINXD_PSS_MIB: f64 = 4.0;
+/// Sessions added, after a first one, to measure what one more session costs.
+const ADDED_SESSIONS: usize = 8;
 /// What the managed temporary directory adds to one `echo hello` (issue 17): the artifact
 /// judge before the command and the audit after it.
 const TEMPORARY_OVERHEAD_MS: f64 = 0.2;
@@ -214,10 +216,9 @@ fn temporary_overhead(sb: &Sandbox) -> Samples {
         workspace: &ws,
         cwd: &ws,
     };
-    let exists = |p: &Path| std::fs::symlink_metadata(p).ok().map(|m| m.is_dir());
     let once = || {
         let t = Instant::now();
-        assert!(policy::judge("echo hello", &place, &exists).is_none());
+        assert!(policy::judge("echo hello", &place, &policy::Disk).is_none());
         let a = audit::audit(&ws, "00112233aabbccdd", 0);
         assert_eq!(a.session.files, TEMPORARY_HELPERS as u64);
         t.elapsed()
@@ -235,6 +236,31 @@ fn warm_raw_bash(sb: &Sandbox) -> RawBash {
         bash.round_trip();
     }
     bash
+}
+
+/// What one more session costs in `runtime`: a server with one session (the runtime's
+/// fixed cost paid: winxd, the first guardian), then `ADDED_SESSIONS` more, each in its
+/// own workspace and warmed up; the memory of the server's whole process tree (adapter,
+/// winxd, guardians, shells) before and after. Returns (before, after).
+fn added_sessions(sb: &Sandbox, runtime: &str) -> (TreeMemory, TreeMemory) {
+    let mut client = Client::start(sb.server(runtime));
+    let workspace = |i: usize| {
+        let ws = sb.dir.path().join(format!("sessions-{runtime}/{i}"));
+        std::fs::create_dir_all(&ws).expect("mkdir session workspace");
+        ws.canonicalize()
+            .expect("canonicalize")
+            .to_string_lossy()
+            .into_owned()
+    };
+    open_session(&mut client, &workspace(0));
+    let before = tree_memory(sb, &[client.pid()]);
+    for i in 1..=ADDED_SESSIONS {
+        open_session(&mut client, &workspace(i));
+    }
+    let after = tree_memory(sb, &[client.pid()]);
+    drop(client);
+    sb.kill_leftovers();
+    (before, after)
 }
 
 fn raw_pty_round_trips(sb: &Sandbox) -> Samples {
@@ -259,12 +285,14 @@ fn main() {
     let guardians = memory_of(&sb, "winx-guardian", "/run/winx/g/");
     let winxd = memory_of(&sb, "winxd", "/run/winx/winxd.sock");
     let daemon_adapter = daemon_client.rss_mib();
+    let daemon_adapter_memory = daemon_client.memory();
 
     // The embedded runtime, the daemon's adapter idle meanwhile.
     let mut client = Client::start(sb.server("embedded"));
     let embedded_call = open_session(&mut client, &ws);
     let embedded = Samples::new(echo_calls(&mut client, &embedded_call, CALLS));
     let embedded_adapter = client.rss_mib();
+    let embedded_adapter_memory = client.memory();
 
     // Then both and the raw PTY, taking turns (see `paired`).
     let mut raw_bash = warm_raw_bash(&sb);
@@ -293,6 +321,12 @@ fn main() {
     let flooded_embedded = flood(&mut client, &sb.dir.path().join("flood-embedded"));
     drop(client);
     sb.kill_leftovers();
+
+    // 4. What one more session costs, in each runtime.
+    let sessions = [
+        ("daemon", added_sessions(&sb, "daemon")),
+        ("embedded", added_sessions(&sb, "embedded")),
+    ];
 
     r.latency("bash.daemon", &daemon, Some(DAEMON_P50_MS));
     r.latency("bash.embedded", &embedded, Some(EMBEDDED_P50_MS));
@@ -359,7 +393,9 @@ fn main() {
         None,
     );
 
-    // 4. Idle memory (the largest guardian, should there be several).
+    // 5. Idle memory (the largest guardian, should there be several), and the adapters':
+    //    PSS (their proportional share) and private pages (what their exit frees) beside
+    //    VmRSS, which counts the one binary's shared code pages in full in every process.
     for (role, found, target) in [
         ("guardian", &guardians, GUARDIAN_PSS_MIB),
         ("winxd", &winxd, WINXD_PSS_MIB),
@@ -370,8 +406,37 @@ fn main() {
         r.add(&format!("{role}.vm_rss"), max(|m| m.rss), "MiB", None);
     }
     r.add("guardian.count", guardians.len() as f64, "", None);
-    r.add("adapter.daemon.vm_rss", daemon_adapter, "MiB", None);
-    r.add("adapter.embedded.vm_rss", embedded_adapter, "MiB", None);
+    for (runtime, m, rss) in [
+        ("daemon", daemon_adapter_memory, daemon_adapter),
+        ("embedded", embedded_adapter_memory, embedded_adapter),
+    ] {
+        r.add(&format!("adapter.{runtime}.pss"), m.pss, "MiB", None);
+        r.add(
+            &format!("adapter.{runtime}.private"),
+            m.private,
+            "MiB",
+            None,
+        );
+        r.add(&format!("adapter.{runtime}.vm_rss"), rss, "MiB", None);
+    }
+    // Per added session: the growth of the whole tree's PSS and private pages, divided by
+    // the sessions added (the shell's share shown apart, it is bash's own cost).
+    let n = ADDED_SESSIONS as f64;
+    for (runtime, (before, after)) in &sessions {
+        let per = |f: fn(&TreeMemory) -> f64| (f(after) - f(before)) / n;
+        r.add(
+            &format!("session.{runtime}.pss"),
+            per(|m| m.pss),
+            "MiB",
+            None,
+        );
+        let key = format!("session.{runtime}.private");
+        r.add(&key, per(|m| m.private), "MiB", None);
+        let key = format!("session.{runtime}.shell_pss");
+        r.add(&key, per(|m| m.shell_pss), "MiB", None);
+        let key = format!("session.{runtime}.processes");
+        r.add(&key, per(|m| m.processes as f64), "", None);
+    }
 
     r.print();
     // `sb` drops here: every process still mentioning the sandbox is killed.

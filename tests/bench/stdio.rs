@@ -18,7 +18,17 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "report.rs"]
+#[allow(dead_code)]
+mod report;
+use report::memory_mib;
+
 const BIN: &str = env!("CARGO_BIN_EXE_winx-code-agent");
+
+/// The server under test: `BIN`, or `WINX_BENCH_BIN` (another build, to compare two).
+fn bin() -> String {
+    std::env::var("WINX_BENCH_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 /// No single wait may exceed this, so a hung server fails the run instead of blocking it.
 const HARD_TIMEOUT: Duration = Duration::from_secs(20);
 const STARTUP_RUNS: usize = 50;
@@ -213,7 +223,7 @@ impl Client {
     /// Start a server and complete the handshake-era lifecycle most clients still use.
     fn start(sb: &Sandbox) -> Client {
         let init = request_line(1, "initialize", initialize_params());
-        let mut proc = Proc::start(sb.command(BIN), &init);
+        let mut proc = Proc::start(sb.command(&bin()), &init);
         expect_answer(&proc.recv("initialize"), 1, "initialize");
         proc.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
         Client { proc, next_id: 1 }
@@ -359,17 +369,18 @@ fn main() {
     // Arguments from `cargo bench` (`--bench`, filters) are ignored: this is one program.
     let sb = Sandbox::new();
     let mut r = Report::default();
-    eprintln!("winx stdio bench: {BIN}");
+    let bin = bin();
+    eprintln!("winx stdio bench: {bin}");
 
     // 1. Cold path: what a client waits for before its first tool call.
     let startup_target = Some(STARTUP_TARGET_MS);
     let init = request_line(1, "initialize", initialize_params());
-    let s = startup(&sb, BIN, &init, Some(1));
+    let s = startup(&sb, &bin, &init, Some(1));
     r.add("startup.initialize.p50", s.pct(50.0), "ms", startup_target);
     r.add("startup.initialize.p90", s.pct(90.0), "ms", None);
     r.add("startup.initialize.min", s.pct(0.0), "ms", None);
     let discover = request_line(1, "server/discover", modern_meta());
-    let s = startup(&sb, BIN, &discover, Some(1));
+    let s = startup(&sb, &bin, &discover, Some(1));
     r.add("startup.discover.p50", s.pct(50.0), "ms", startup_target);
     r.add("startup.discover.p90", s.pct(90.0), "ms", None);
     r.add("startup.discover.min", s.pct(0.0), "ms", None);
@@ -416,10 +427,37 @@ fn main() {
     );
     r.add("call.status.max", calls.pct(100.0), "ms", None);
 
-    // 4. Memory after real use, read while the adapter is still alive.
+    // 4. Memory after real use, read while the adapter is still alive. VmRSS counts the
+    //    binary's shared code pages in full; PSS is the adapter's proportional share and
+    //    private what its exit would free.
     let (rss, hwm) = client.proc.memory_mib();
     r.add("adapter.vm_rss", rss, "MiB", Some(RSS_TARGET_MIB));
     r.add("adapter.vm_hwm", hwm, "MiB", Some(RSS_TARGET_MIB));
+    let m = memory_mib(client.proc.child.id() as i32).expect("adapter smaps_rollup");
+    r.add("adapter.pss", m.pss, "MiB", None);
+    r.add("adapter.private", m.private, "MiB", None);
+
+    // 5. `BashCommand` `echo hello` in that session (daemon runtime): the request path of
+    //    a shell call, its lane classification and action parse included.
+    let echo = json!({"name": "BashCommand", "arguments": {
+        "thread_id": data["thread_id"],
+        "workspace_root": data["workspace_root"],
+        "action_json": {"command": "echo hello"},
+    }});
+    for _ in 0..WARMUP_CALLS {
+        client.timed("tools/call", echo.clone());
+    }
+    let echoes = (0..TOOL_CALLS).map(|_| {
+        let (t, _, v) = client.timed("tools/call", echo.clone());
+        let result = &v["result"];
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        let ok = result["structuredContent"]["status"] == "completed" && text.starts_with("hello");
+        assert!(ok, "echo: not a completed hello: {v}");
+        t
+    });
+    let echoes = Samples::new(echoes.collect());
+    r.add("call.echo.p50", echoes.pct(50.0), "ms", None);
+    r.add("call.echo.p99", echoes.pct(99.0), "ms", None);
     drop(client);
 
     // Same machine, same run: what any line-per-message peer costs at minimum, and how
