@@ -5,12 +5,11 @@
 //! Invariant: offsets only grow; bytes that left the window are still in the journal, and
 //! an answer that skips them says how many it skipped (never a silent gap).
 
-use super::journals::Made;
+use super::journals::{Made, Masker};
 use crate::deadline::{Stopwatch, unix_ms};
 use crate::shell::pty;
 use crate::wire::guardian::{ActionResult, Admission, CommandState, ProcessStatus};
 use std::fs::File;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -27,6 +26,8 @@ pub struct OutputLog {
     /// Where this execution's bytes start in `journal_path` (a shared segment).
     journal_offset: u64,
     journal_error: Option<String>,
+    /// Masks secrets on their way into the journal (decision 039).
+    masker: Masker,
 }
 
 impl OutputLog {
@@ -40,6 +41,7 @@ impl OutputLog {
             journal_path: None,
             journal_offset: 0,
             journal_error: None,
+            masker: Masker::default(),
         };
         match journal {
             Some(Ok(j)) => {
@@ -54,13 +56,15 @@ impl OutputLog {
     }
 
     pub fn append(&mut self, bytes: &[u8]) {
+        self.append_masking(bytes, &[]);
+    }
+
+    /// `append`, masking the session's `known` secret values in the journal too.
+    pub fn append_masking(&mut self, bytes: &[u8], known: &[String]) {
         // `&File` writes: the segment's descriptor is shared, not owned (`journals`).
-        if let Some(mut file) = self.journal.as_deref()
-            && let Err(e) = file.write_all(bytes)
-        {
-            // A full disk must not lose the answer: keep the window, report the journal.
-            self.journal_error = Some(format!("journal write failed: {e}"));
-            self.journal = None;
+        if let Some(file) = self.journal.as_deref() {
+            let written = self.masker.write(file, bytes, known);
+            self.check(written);
         }
         self.total += bytes.len() as u64;
         self.window.extend_from_slice(bytes);
@@ -74,12 +78,30 @@ impl OutputLog {
         self.total
     }
 
+    /// What the masker holds back goes into the journal: before a range is handed out,
+    /// and at the end (the next execution appends to the segment after it).
+    pub fn flush_journal(&mut self) {
+        if let Some(file) = self.journal.as_deref() {
+            let written = self.masker.flush(file, &[]);
+            self.check(written);
+        }
+    }
+
+    fn check(&mut self, written: std::io::Result<()>) {
+        if let Err(e) = written {
+            // A full disk must not lose the answer: keep the window, report the journal.
+            self.journal_error = Some(format!("journal write failed: {e}"));
+            self.journal = None;
+        }
+    }
+
     fn window_start(&self) -> u64 {
         self.total - self.window.len() as u64
     }
 
     /// Bytes after the delivery cursor (bounded by the window); advances the cursor.
     pub fn take_undelivered(&mut self) -> (String, u64, u64, u64) {
+        self.flush_journal();
         let start = self.delivered.max(self.window_start());
         let omitted = start - self.delivered;
         let from = (start - self.window_start()) as usize;
@@ -252,6 +274,7 @@ impl Execution {
         if !self.finished() {
             self.exit_code = exit_code;
             self.finished_elapsed_ms = Some(self.clock.elapsed().as_millis() as u64);
+            self.log.flush_journal();
         }
     }
 

@@ -12,13 +12,21 @@
 //! Invariants: an execution's bytes are `offset..offset + total` of its journal, and no
 //! other execution writes there (the next foreground execution starts at the file's end
 //! once this one finished; after a failed write the segment is left, so a short write
-//! can never be followed by another command's bytes); a journal exists (and holds every
-//! byte read so far) before its path is handed to anyone; the newest `RETAINED_JOURNALS`
+//! can never be followed by another command's bytes); a journal exists before its path is
+//! handed to anyone, and holds every byte read so far whenever an answer hands its range
+//! out or its execution ended (until then the masker may hold an unfinished line back); the newest `RETAINED_JOURNALS`
 //! finished executions of each kind stay on disk (late deletion only keeps more for a
 //! while); the spare segment made ahead and never used is deleted at shutdown.
+//!
+//! Secrets never reach a journal (issue 36 item 3, decision 039): every byte goes through
+//! a `Masker`, which masks what the redaction rules find with `*` of the same length, so
+//! the journal is as long as the output and every offset stays true; what it holds back
+//! (an unfinished line) is written before the range is handed to a reader.
 
+use crate::shell::redact::Redactor;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +42,91 @@ const SEGMENT_BYTES: u64 = 8 * 1024 * 1024;
 /// Journals waiting for an idle moment to be deleted, at most: a loop that is never idle
 /// (a flood) deletes the oldest at once beyond this.
 const MAX_DOOMED: usize = 16;
+
+/// An unfinished line is held back from the journal up to this long (a secret that
+/// straddles two reads is masked whole); a longer one is written as it stands.
+const MAX_CARRY_BYTES: usize = 16 * 1024;
+/// A private key's block whose END line has not come yet is held back up to this long.
+const MAX_KEY_HOLD_BYTES: usize = 64 * 1024;
+
+/// Masks secrets on their way into a journal (decision 039): complete lines are masked
+/// (`Redactor::mask`: same length, so every offset readers use still holds) and written;
+/// the unfinished last line, and a private key's block until its END line, wait in a
+/// carry for the next read. `flush` writes the carry as it is: before an answer hands
+/// the journal's range out, and when the execution ends.
+#[derive(Default)]
+pub struct Masker {
+    carry: Vec<u8>,
+    /// A private key's block was written before its END line came (a flush, or a block
+    /// past `MAX_KEY_HOLD_BYTES`): every line up to the END line is masked whole.
+    in_key: bool,
+}
+
+impl Masker {
+    /// `bytes` into `file`, masked, but for what waits for the rest of its line.
+    pub fn write(&mut self, file: &File, bytes: &[u8], known: &[String]) -> io::Result<()> {
+        self.carry.extend_from_slice(bytes);
+        match self.ready() {
+            0 => Ok(()),
+            n => self.emit(file, n, known),
+        }
+    }
+
+    /// Everything held, masked as it stands, into `file`.
+    pub fn flush(&mut self, file: &File, known: &[String]) -> io::Result<()> {
+        match self.carry.len() {
+            0 => Ok(()),
+            n => self.emit(file, n, known),
+        }
+    }
+
+    /// Bytes waiting in the carry.
+    pub fn held(&self) -> usize {
+        self.carry.len()
+    }
+
+    /// How much of the carry can be written now.
+    fn ready(&self) -> usize {
+        let end = self
+            .carry
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |nl| nl + 1);
+        if self.carry.len() - end > MAX_CARRY_BYTES {
+            return self.carry.len();
+        }
+        let open = Redactor::global().open_private_key_bytes(&self.carry[..end]);
+        match open {
+            Some(at) if self.carry.len() - at <= MAX_KEY_HOLD_BYTES => at,
+            _ => end,
+        }
+    }
+
+    fn emit(&mut self, mut file: &File, n: usize, known: &[String]) -> io::Result<()> {
+        let redactor = Redactor::global();
+        let region = &mut self.carry[..n];
+        if self.in_key {
+            let end = region.windows(9).position(|w| w == b"-----END ");
+            let line_end = end.map(|at| {
+                let nl = region[at..].iter().position(|&b| b == b'\n');
+                nl.map_or(region.len(), |nl| at + nl + 1)
+            });
+            let (upto, done) = line_end.map_or((region.len(), false), |e| (e, true));
+            for b in &mut region[..upto] {
+                if !matches!(*b, b'\n' | b'\r') {
+                    *b = b'*';
+                }
+            }
+            self.in_key = !done;
+        }
+        let opens = redactor.open_private_key_bytes(region).is_some();
+        redactor.mask(region, known);
+        self.in_key |= opens;
+        let written = file.write_all(&self.carry[..n]);
+        self.carry.drain(..n);
+        written
+    }
+}
 
 /// Where one execution writes: `file` (appending) at `path`, its bytes from `offset`. The
 /// file is shared with the segment, not duplicated: a `dup` and a `close` per command were

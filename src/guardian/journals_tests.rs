@@ -148,3 +148,77 @@ fn background_journals_are_files_of_their_own_and_the_newest_stay() {
     }
     assert_eq!(files(tmp.path()).len(), RETAINED_JOURNALS + MAX_DOOMED);
 }
+
+/// Issue 36 item 3: a journal never holds the secrets a command printed, even split
+/// across reads, and it is as long as the output (every offset readers use holds).
+#[test]
+fn secrets_are_masked_on_their_way_into_a_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("exec-t-1.log");
+    let file = create(&path).unwrap();
+    let token = format!("ghp_{}", "Zq8w3Xk1".repeat(5));
+    let key = "-----BEGIN OPENSSH PRIVATE KEY-----\r\nb3BlbnNzaC1rZXktdjEAAAAA\r\nQUJDREVGR0hJSktMTU5PUFFS\r\n-----END OPENSSH PRIVATE KEY-----\r\n";
+    let output = format!(
+        "token {token}\r\nkey id AKIAQ7ZWX3KL9MN2PB4T\r\npassword=hunter2-secret\r\n{key}seen-value-42 tail"
+    );
+    let mut m = Masker::default();
+    // Split everywhere that matters: inside the token, the key block, the last line.
+    let cuts = [12, 30, 70, 95, 130, 150, output.len() - 3];
+    let mut at = 0;
+    for cut in cuts {
+        m.write(
+            &file,
+            &output.as_bytes()[at..cut],
+            &["seen-value-42".into()],
+        )
+        .unwrap();
+        at = cut;
+    }
+    m.write(&file, &output.as_bytes()[at..], &[]).unwrap();
+    assert!(m.held() > 0, "the unfinished last line waits");
+    m.flush(&file, &["seen-value-42".into()]).unwrap();
+    let journal = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(journal.len(), output.len(), "{journal}");
+    for gone in [
+        &token[4..],
+        "AKIAQ7",
+        "hunter2",
+        "b3BlbnNz",
+        "QUJDREVG",
+        "seen-value",
+    ] {
+        assert!(!journal.contains(gone), "{gone}: {journal}");
+    }
+    assert!(journal.contains("password=*****"), "{journal}");
+    assert!(journal.ends_with(" tail"), "{journal}");
+}
+
+/// A private key's block handed out before its END line (an answer while the command
+/// still prints) stays masked line by line until the END line comes.
+#[test]
+fn a_key_flushed_before_its_end_stays_masked_to_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("exec-t-2.log");
+    let file = create(&path).unwrap();
+    let mut m = Masker::default();
+    m.write(
+        &file,
+        b"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2\n",
+        &[],
+    )
+    .unwrap();
+    assert!(m.held() > 0, "an open key is held back");
+    m.flush(&file, &[]).unwrap();
+    m.write(
+        &file,
+        b"Zm9vYmFyYmF6cXV4\n-----END RSA PRIVATE KEY-----\nvisible again\n",
+        &[],
+    )
+    .unwrap();
+    m.flush(&file, &[]).unwrap();
+    let journal = std::fs::read_to_string(&path).unwrap();
+    for gone in ["MIIEp", "Zm9vYmFy", "BEGIN", "END"] {
+        assert!(!journal.contains(gone), "{gone}: {journal}");
+    }
+    assert!(journal.ends_with("\nvisible again\n"), "{journal}");
+}

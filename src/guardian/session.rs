@@ -141,7 +141,7 @@ impl Session {
                     self.harvest.feed(&b, &mut self.secrets);
                     self.transcript.append(&b);
                     if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
-                        e.log.append(&b);
+                        e.log.append_masking(&b, self.secrets.values());
                     }
                     act.output = true;
                 }
@@ -213,7 +213,7 @@ impl Session {
     pub fn on_bg_output(&mut self, id: &str, bytes: &[u8]) {
         if let Some(b) = self.bg.get_mut(id) {
             b.harvest.feed(bytes, &mut self.secrets);
-            b.exec.log.append(bytes);
+            b.exec.log.append_masking(bytes, self.secrets.values());
             if let Some(s) = b.screen.as_mut() {
                 s.feed(bytes);
             }
@@ -237,7 +237,7 @@ impl Session {
                     let secrets = &mut self.secrets;
                     pty::drain(fd, MAX_EXIT_DRAIN, |bytes| {
                         b.harvest.feed(bytes, secrets);
-                        b.exec.log.append(bytes);
+                        b.exec.log.append_masking(bytes, secrets.values());
                     });
                 }
                 b.exec.finish(Some(code));

@@ -1,5 +1,6 @@
 //! Applying a guardian's facts to its open records, in one transaction: new journal bytes
-//! become cleaned, redacted text chunks; ends become `exited` or `unknown`.
+//! become cleaned, redacted text chunks; a running command's screen is stored redacted
+//! too; ends become `exited` or `unknown`.
 //!
 //! Invariant: the recorder keeps no state between passes. A record's `raw_end` says how
 //! far its journal was converted (always at a line end, unless the command ended or a
@@ -10,7 +11,7 @@ use super::Limits;
 use crate::shell::output::{clean, segment_end};
 use crate::shell::secrets::{KnownSecrets, redact_all};
 use crate::store::history::{self as table, Record};
-use crate::wire::guardian::{ExecFact, Facts, ProcessStatus, execution_number};
+use crate::wire::guardian::{ExecFact, Facts, ProcessStatus, ScreenFact, execution_number};
 use rusqlite::Connection;
 
 /// Raw journal bytes converted per record per pass; the next pass continues.
@@ -72,7 +73,8 @@ pub fn apply(
                 applied.more |= step(c, &mut r, f, redact.then_some(&known), limits, now_ms)?;
                 match &facts.screen {
                     Some(s) if s.execution_id == r.execution_id && !f.finished => {
-                        super::turn::apply(c, &mut r, s, limits.screen_bytes, now_ms)?;
+                        let s = redacted_screen(s, redact.then_some(&known));
+                        super::turn::apply(c, &mut r, &s, limits.screen_bytes, now_ms)?;
                     }
                     _ if f.finished && r.turn_state.is_some() => {
                         r.turn_state = Some("idle".into());
@@ -207,6 +209,9 @@ fn capture(
     let from = (r.journal_offset + r.raw_end) as u64;
     let raw = match read_journal(r.journal_path.as_deref(), from, want) {
         Some(raw) if !raw.is_empty() => raw,
+        // The guardian holds a running command's unfinished line back from the journal
+        // until an answer hands the range out or the command ends (decision 039).
+        Some(_) if !finished => return Ok(false),
         _ => {
             // The journal is gone (retired or deleted) or cannot be read: a gap.
             r.gap_bytes += r.raw_bytes - r.raw_end;
@@ -240,6 +245,16 @@ fn capture(
     }
     r.retained_bytes = r.text_end - r.retained_start;
     Ok(bounded)
+}
+
+/// The screen as the history stores it: redacted like the output (a running command's
+/// screen shows what it printed).
+fn redacted_screen(s: &ScreenFact, known: Option<&KnownSecrets>) -> ScreenFact {
+    let text = match known {
+        Some(k) => redact_all(&s.text, k).0.into_owned(),
+        None => s.text.clone(),
+    };
+    ScreenFact { text, ..s.clone() }
 }
 
 /// Output far beyond what retention keeps is never converted only to be pruned: the
@@ -323,6 +338,30 @@ mod tests {
         assert_eq!(r.journal_offset, 7);
         let text = table::read_text(&c, r.rowid, 0, 1 << 20).unwrap();
         assert_eq!(String::from_utf8(text).unwrap(), "mine\n");
+    }
+
+    /// The guardian holds a running command's unfinished line back from its journal
+    /// (decision 039): a journal shorter than the facts' count is waited for, not a gap.
+    #[test]
+    fn a_journal_behind_a_running_command_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("exec.log");
+        std::fs::write(&journal, "line\n").unwrap();
+        let path = Some(journal.to_string_lossy().into_owned());
+        let (c, r) = applied(dir.path(), path.clone(), one_fact(12, path.clone()));
+        assert_eq!((r.raw_end, r.gap_bytes, r.output_pending), (5, 0, true));
+        // The held bytes are not there yet: still no gap.
+        let facts = Facts {
+            seq: 2,
+            guardian_pid: 1,
+            created_at_ms: 1,
+            executions: vec![one_fact(12, path.clone())],
+            screen: None,
+            secrets: SecretValues::default(),
+        };
+        apply(&c, &facts, false, &Limits::default(), 0, &mut None).unwrap();
+        let again = table::get(&c, &r.scope, "a-1").unwrap().unwrap();
+        assert_eq!((again.raw_end, again.gap_bytes), (5, 0));
     }
 
     /// Execution "a-1" of scope p/t//w, not finished, read up to `total` bytes.

@@ -11,6 +11,7 @@
 
 use regex_lite::{Captures, Regex};
 use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 /// Minimum body after `sk-` (OpenAI and look-alikes). Real keys are 48+ random chars; 20
@@ -241,6 +242,151 @@ impl Redactor {
         let closed = self.pem_end.find_iter(text).last().map_or(0, |m| m.end());
         let begin = self.pem_begin.find_at(text, closed)?.start();
         Some(text[..begin].rfind('\n').map_or(0, |nl| nl + 1))
+    }
+}
+
+/// Bytes of a secret masked in place: `*`, never matched by a rule (`is_placeholder`).
+const MASK: u8 = b'*';
+
+impl Redactor {
+    /// Masks every secret in `bytes` in place, keeping its length: each byte of a secret
+    /// becomes `*` (the newlines of a private-key block stay, so lines keep their count),
+    /// the context around it stays as `redact` keeps it (`password=`, `Bearer `). The same
+    /// rules as `redact`, then every value in `known`. Bytes that are not UTF-8 count as
+    /// one character each. Returns how many secrets were masked. For a journal, whose
+    /// offsets readers rely on (`guardian::journals::Masker`).
+    pub fn mask(&self, bytes: &mut [u8], known: &[String]) -> usize {
+        let spans = {
+            let text = same_length_text(bytes);
+            let mut spans = self.spans(&text);
+            for value in known.iter().filter(|v| !v.is_empty()) {
+                spans.extend(
+                    text.match_indices(value.as_str())
+                        .map(|(i, v)| i..i + v.len()),
+                );
+            }
+            spans
+        };
+        for span in &spans {
+            for b in &mut bytes[span.clone()] {
+                if !matches!(*b, b'\n' | b'\r') {
+                    *b = MASK;
+                }
+            }
+        }
+        spans.len()
+    }
+
+    /// `open_private_key` of bytes that may not be UTF-8 (offsets are the bytes').
+    pub fn open_private_key_bytes(&self, bytes: &[u8]) -> Option<usize> {
+        let key = b"PRIVATE KEY";
+        if !bytes.windows(key.len()).any(|w| w == key) {
+            return None;
+        }
+        self.open_private_key(&same_length_text(bytes))
+    }
+
+    /// The byte ranges `redact` replaces, each narrowed to the secret itself.
+    fn spans(&self, text: &str) -> Vec<Range<usize>> {
+        let mut spans = Vec::new();
+        let mut work = Cow::Borrowed(text);
+        if text.contains("PRIVATE KEY") {
+            spans.extend(self.pem.find_iter(text).map(|m| m.range()));
+            work = Cow::Owned(masked(text, &spans));
+        }
+        let lower = work.to_ascii_lowercase();
+        let may_match =
+            |spec: &Spec, lower: &str| spec.needles.split(' ').any(|n| lower.contains(n));
+        let active: Vec<_> = (self.line_rules.iter())
+            .filter(|(_, spec)| may_match(spec, &lower))
+            .collect();
+        if active.is_empty() {
+            return spans;
+        }
+        let mut at = 0;
+        for line in work.split_inclusive('\n') {
+            let lower_line = &lower[at..at + line.len()];
+            let mut line = Cow::Borrowed(line);
+            for (regex, spec) in &active {
+                if may_match(spec, lower_line) && (spec.line_check)(lower_line) {
+                    let found = rule_spans(regex, spec.rewrite, &line);
+                    if !found.is_empty() {
+                        line = Cow::Owned(masked(&line, &found));
+                        spans.extend(found.into_iter().map(|r| r.start + at..r.end + at));
+                    }
+                }
+            }
+            at += line.len();
+        }
+        spans
+    }
+}
+
+/// The matches of `regex` in `text` that `rewrite` accepts, searched as `apply` searches,
+/// each narrowed to what the rewrite replaced (the match less the prefix and suffix the
+/// rewrite kept).
+fn rule_spans(regex: &Regex, rewrite: Rewrite, text: &str) -> Vec<Range<usize>> {
+    let (mut out, mut at) = (Vec::new(), 0);
+    while at <= text.len() {
+        let Some(caps) = regex.captures_at(text, at) else {
+            break;
+        };
+        let Some(whole) = caps.get(0) else { break };
+        match rewrite(&caps) {
+            Some(new) => {
+                let old = whole.as_str();
+                let pre = common_len(old.chars(), new.chars());
+                let post = common_len(old[pre..].chars().rev(), new[pre..].chars().rev());
+                let span = whole.start() + pre..whole.end() - post;
+                out.push(if span.is_empty() { whole.range() } else { span });
+                at = whole.end();
+            }
+            None => at = value_start(&caps).unwrap_or(whole.end()),
+        }
+        if whole.is_empty() {
+            at = text[at..]
+                .chars()
+                .next()
+                .map_or(text.len() + 1, |c| at + c.len_utf8());
+        }
+    }
+    out
+}
+
+/// Bytes of the longest common run at the start of `a` and `b`.
+fn common_len(a: impl Iterator<Item = char>, b: impl Iterator<Item = char>) -> usize {
+    a.zip(b)
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x.len_utf8())
+        .sum()
+}
+
+/// `text` with the bytes of `spans` masked (newlines kept): as long, and still UTF-8.
+fn masked(text: &str, spans: &[Range<usize>]) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for span in spans {
+        for b in &mut bytes[span.clone()] {
+            if !matches!(*b, b'\n' | b'\r') {
+                *b = MASK;
+            }
+        }
+    }
+    // Every span starts and ends on a character boundary and becomes ASCII.
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// `bytes` as text of the same length: each byte that is not UTF-8 is one `?`.
+fn same_length_text(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => {
+            let mut text = String::with_capacity(bytes.len());
+            for chunk in bytes.utf8_chunks() {
+                text.push_str(chunk.valid());
+                text.extend(chunk.invalid().iter().map(|_| '?'));
+            }
+            Cow::Owned(text)
+        }
     }
 }
 

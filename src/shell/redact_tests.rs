@@ -179,7 +179,76 @@ fn counts_every_secret_and_is_idempotent() {
     assert_eq!(r(&once), (once.clone(), 0));
 }
 
+fn masked(text: &[u8], known: &[String]) -> Vec<u8> {
+    let mut bytes = text.to_vec();
+    Redactor::global().mask(&mut bytes, known);
+    assert_eq!(bytes.len(), text.len(), "masking keeps the length");
+    bytes
+}
+
+/// Journals are masked in place (decision 039): same length, the context kept, and
+/// nothing left that redaction would still replace.
+#[test]
+fn masking_keeps_the_length_and_leaves_nothing_to_redact() {
+    for case in CASES.lines().filter(|l| !l.is_empty()) {
+        let (input, want) = case.split_once(" => ").unwrap();
+        let out = String::from_utf8(masked(input.as_bytes(), &[])).unwrap();
+        if want == "=" {
+            assert_eq!(out, input);
+        } else {
+            assert_ne!(out, input, "{case}");
+            assert_eq!(r(&out), (out.clone(), 0), "{case}");
+        }
+    }
+    let key = "-----BEGIN RSA PRIVATE KEY-----\r\nMIIEpAIBAAKCAQEA\r\nqwerty==\r\n-----END RSA PRIVATE KEY-----\r\n";
+    let text = format!(
+        "db password=hunter2-x\r\n?{}\nkey: AKIAQ7ZWX3KL9MN2PB4T\n{key}after plain-value-99\n",
+        fake("ghp_", "a1B2", 9)
+    );
+    let mut raw = text.into_bytes();
+    raw[23] = 0xff; // not UTF-8: one byte, one character
+    let out = masked(&raw, &["plain-value-99".to_string()]);
+    let out = String::from_utf8_lossy(&out);
+    for gone in [
+        "hunter2",
+        "a1B2",
+        "AKIAQ7",
+        "MIIEp",
+        "qwerty",
+        "plain-value",
+    ] {
+        assert!(!out.contains(gone), "{gone}: {out}");
+    }
+    assert!(out.contains("db password=*******"), "{out}");
+    assert_eq!(
+        out.matches('\n').count(),
+        8,
+        "lines keep their count: {out}"
+    );
+    assert_eq!(
+        Redactor::global().open_private_key_bytes(b"x\n-----BEGIN EC PRIVATE KEY-----\n\xffAB\n"),
+        Some(2)
+    );
+}
+
 proptest! {
+    #[test]
+    fn masking_leaves_nothing_to_redact(parts in proptest::collection::vec(prop::sample::select(vec![
+        "token", "PASSWORD", "api-key", "=", " = ", ":", "://", "@", "/", "\"", "'", " ", "\n",
+        "Bearer ", "Authorization: ", "basic ", "x", "abc123def456", "$V", "[REDACTED]", "\u{e9}",
+        "ghp_", "a1B2a1B2a1B2a1B2a1B2a1B2a1B2a1B2a1B2", "sk-", "AKIA", "eyJ", ".", "*",
+        "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
+    ]), 0..40)) {
+        let text = parts.concat();
+        let out = String::from_utf8(masked(text.as_bytes(), &[])).unwrap();
+        prop_assert_eq!(r(&out).1, 0, "{:?} masked to {:?}", text, out);
+    }
+
+    #[test]
+    fn arbitrary_bytes_mask_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        masked(&bytes, &["ab".to_string()]);
+    }
+
     #[test]
     fn arbitrary_text_never_panics(text in "(?s).{0,400}") {
         let (out, n) = Redactor::global().redact(&text);

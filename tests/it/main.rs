@@ -49,6 +49,7 @@ mod initialize;
 mod interop;
 mod interop_http;
 mod interop_ts;
+mod journals_redacted;
 mod operator;
 mod permits_restart;
 mod policy;
