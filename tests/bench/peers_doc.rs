@@ -279,7 +279,10 @@ this column follows the shared disk: the same binary has measured 1.4 ms in one 
 in the next.
 - **peak RSS**: the sum of the peak resident sets (VmHWM) of the server and every process \
 it started (daemons, guardians, shells), read at the end of the run: an upper bound of \
-what the program held at once.
+what the program held at once. Each process counts every page it maps in full, shared ones \
+too: winx's adapter, winxd and guardians are one binary, whose code pages this counts once \
+per process. `make bench` reports what each winx process and each added session really \
+costs (proportional and private memory, from `/proc/PID/smaps_rollup`); the README quotes it.
 - **tools/list**: the size of the `tools/list` answer line, what every agent pays in its \
 context window.
 ";
