@@ -211,4 +211,17 @@ fn codemap_lines_carry_source_kind_and_payload_bytes() {
         facts(&calls[2]),
         (json!("outline"), json!("helper"), json!(helped))
     );
+    // The report reads them back.
+    let r = a.op_json(&["report", "--log", log.to_str().unwrap()]);
+    let cm = &r["codeMap"];
+    assert_eq!(cm["calls"], 3, "{cm}");
+    assert_eq!(
+        cm["sourceKinds"],
+        json!({"canonical": 2, "helper": 1}),
+        "{cm}"
+    );
+    assert_eq!(
+        cm["payloadBytes"]["total"],
+        json!((canonical + refs + helped) as f64)
+    );
 }

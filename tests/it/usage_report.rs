@@ -215,6 +215,40 @@ fn last_keeps_the_auxiliary_lines_of_the_calls_in_its_window() {
     assert_eq!(r["counts"]["toolPhases"], 3);
 }
 
+/// CodeMap lines: the canonical root `source_kind` / `payload_bytes` win over the legacy
+/// camelCase ones, which still count alone; a value of the wrong type is unknown.
+#[test]
+fn codemap_source_kind_and_payload_bytes_prefer_the_canonical_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("usage.jsonl");
+    let line = |id: u32, extra: &str| {
+        format!(
+            r#"{{"usage_schema":1,"ts_ms":{id},"event":"tool_call","usage_call_id":"c{id}","tool":"CodeMap","action":"outline","build":"b","principal":"local","outcome":"result","status":"completed","duration_ms":1.0,"batch_items":0,"worker_limit":0{extra}}}"#
+        )
+    };
+    let lines = [
+        line(1, r#","source_kind":"canonical","payload_bytes":100"#),
+        line(
+            2,
+            r#","source_kind":"helper","payload_bytes":40,"sourceKind":"canonical","payloadBytes":9999"#,
+        ),
+        line(3, r#","sourceKind":"helper","payloadBytes":60"#),
+        line(4, r#","source_kind":7,"payload_bytes":"many""#),
+    ];
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let r = report_json(&["--log", log.to_str().unwrap()]);
+    let cm = &r["codeMap"];
+    assert_eq!(cm["calls"], 4, "{cm}");
+    assert_eq!(
+        cm["sourceKinds"],
+        json!({"canonical": 1, "helper": 2}),
+        "{cm}"
+    );
+    assert_eq!(cm["sourceKindUnknown"], 1, "{cm}");
+    assert_eq!(cm["payloadBytes"]["samples"], 3, "{cm}");
+    assert_eq!(cm["payloadBytes"]["total"], 200.0, "{cm}");
+}
+
 /// Chromium from Debian's packages (`make test` installs it), or `None` with a note.
 fn chromium() -> Option<PathBuf> {
     for name in ["chromium", "chromium-browser", "google-chrome"] {

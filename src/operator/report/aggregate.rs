@@ -50,6 +50,37 @@ struct Http {
     overhead: Samples,
 }
 
+/// CodeMap calls by `source_kind` (`canonical`, `helper`) and their `payload_bytes`
+/// (seed 000: the canonical root fields win over the legacy camelCase ones; a value of
+/// the wrong type is unknown).
+#[derive(Default)]
+struct CodeMap {
+    calls: u64,
+    source_kinds: Counter,
+    payload: Samples,
+}
+
+impl CodeMap {
+    fn add(&mut self, l: &Line) {
+        self.calls += 1;
+        let kind = l.source_kind.str().or(l.source_kind_legacy.str());
+        if kind.is_some() {
+            self.source_kinds.add_or_unknown(kind);
+        }
+        let bytes = l.payload_bytes.u64().or(l.payload_bytes_legacy.u64());
+        self.payload.add(bytes.map(|b| b as f64));
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "calls": self.calls,
+            "sourceKinds": self.source_kinds.to_json(),
+            "sourceKindUnknown": self.calls - self.source_kinds.total(),
+            "payloadBytes": self.payload.totals(),
+        })
+    }
+}
+
 #[derive(Default)]
 pub struct Agg {
     tool_calls: u64,
@@ -70,6 +101,7 @@ pub struct Agg {
     reads: Reads,
     observations: Observations,
     workflows: Workflows,
+    codemap: CodeMap,
     builds: BTreeMap<String, Build>,
     audit: Audit,
     /// (time, is an error) of every tool call with a known time.
@@ -141,6 +173,7 @@ impl Agg {
             "Initialize" => self.initialize.add(l),
             "BashCommand" => self.execution.add(l),
             "ReadFiles" => self.reads.add(l),
+            "CodeMap" => self.codemap.add(l),
             _ => {}
         }
         if name == "Execution" && l.action.str() == Some("observe") {
@@ -233,6 +266,7 @@ impl Agg {
             "workflows": self.workflows.to_json(),
             "reads": self.reads.to_json(),
             "observations": self.observations.to_json(),
+            "codeMap": self.codemap.to_json(),
             "builds": builds,
             "timeline": self.timeline(),
             "trace_audit": self.audit.to_json(),

@@ -214,6 +214,15 @@ pub struct Line<'a> {
     pub observe_items_with_issues: Scalar<'a>,
     #[serde(borrow)]
     pub wait_outcome: Scalar<'a>,
+    // CodeMap: the canonical root fields, and the legacy camelCase ones they override.
+    #[serde(borrow)]
+    pub source_kind: Scalar<'a>,
+    #[serde(borrow)]
+    pub payload_bytes: Scalar<'a>,
+    #[serde(borrow, rename = "sourceKind")]
+    pub source_kind_legacy: Scalar<'a>,
+    #[serde(borrow, rename = "payloadBytes")]
+    pub payload_bytes_legacy: Scalar<'a>,
     // Edits.
     #[serde(borrow)]
     pub edit_committed: Scalar<'a>,
