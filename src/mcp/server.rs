@@ -277,13 +277,25 @@ impl Server {
                 Ok(Called::Result(arguments, Box::new(out), result))
             }
             Augment::Requested { ttl_ms } => {
-                let call =
-                    tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments.clone());
+                let call = tasks::Call::new(
+                    &self.shared,
+                    &self.tasks,
+                    ctx,
+                    name,
+                    arguments.clone(),
+                    &log.trace,
+                );
                 Ok(Called::Task(arguments, call.requested(ttl_ms)?))
             }
             Augment::Offered => {
-                let call =
-                    tasks::Call::new(&self.shared, &self.tasks, ctx, name, arguments.clone());
+                let call = tasks::Call::new(
+                    &self.shared,
+                    &self.tasks,
+                    ctx,
+                    name,
+                    arguments.clone(),
+                    &log.trace,
+                );
                 Ok(Called::Task(arguments, call.offered()))
             }
         }

@@ -20,6 +20,7 @@ use crate::tools::dispatch;
 use crate::tools::envelope::ToolOutput;
 use crate::tools::name::ToolName;
 use crate::tools::usage_facts::Route;
+use crate::usage::CallTrace;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +106,9 @@ pub(super) struct Call<'a> {
     ctx: &'a CallContext<'a>,
     name: String,
     args: Map<String, Value>,
+    /// The call's phase trace, for the work done before the answer (a runner thread's
+    /// work is not traced).
+    trace: &'a CallTrace,
 }
 
 impl<'a> Call<'a> {
@@ -114,6 +118,7 @@ impl<'a> Call<'a> {
         ctx: &'a CallContext<'a>,
         name: String,
         args: Map<String, Value>,
+        trace: &'a CallTrace,
     ) -> Call<'a> {
         Call {
             shared,
@@ -121,6 +126,7 @@ impl<'a> Call<'a> {
             ctx,
             name,
             args,
+            trace,
         }
     }
 
@@ -144,9 +150,7 @@ impl<'a> Call<'a> {
         if tool == ToolName::BashCommand && bash::followable(&self.args) {
             // The command starts now, so the task records what it follows before the
             // handle is answered (a restarted adapter can always take over).
-            let tctx = self
-                .shared
-                .tool_ctx(self.ctx, crate::usage::CallTrace::none());
+            let tctx = self.shared.tool_ctx(self.ctx, self.trace);
             let out = match bash::start(&tctx, &self.args, TaskMode::Requested) {
                 Ok(Step::Running(pending)) => {
                     task_runner::follow_in_background(
@@ -194,7 +198,7 @@ impl<'a> Call<'a> {
     /// inline as usual.
     pub fn offered(self) -> Routed {
         let call = self.ctx;
-        let tctx = self.shared.tool_ctx(call, crate::usage::CallTrace::none());
+        let tctx = self.shared.tool_ctx(call, self.trace);
         let is_bash = ToolName::parse(&self.name) == Some(ToolName::BashCommand)
             && call.policy.permits(ToolName::BashCommand);
         if !is_bash {

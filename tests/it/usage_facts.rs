@@ -120,6 +120,13 @@ fn offered_tasks_record_task_and_task_inline_with_their_action_and_wait_facts() 
     assert_eq!(quick["exit_code"], 0, "{quick}");
     assert_eq!(quick["process_status"], "exited", "{quick}");
     assert_eq!(quick["status"], "completed");
+    // The inline part of an offered call is traced like a synchronous call's.
+    for traced in [quick, promoted] {
+        assert!(
+            traced["phases"]["wait"]["count"].as_u64() >= Some(1),
+            "{traced}"
+        );
+    }
     // The report counts the modes as written.
     let r = a.op_json(&["report", "--log", log.to_str().unwrap()]);
     assert_eq!(
