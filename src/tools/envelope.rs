@@ -227,7 +227,7 @@ impl ToolOutput {
 /// object or null, `data` object, `retryable`, …) are documented in the README and allowed
 /// as extra properties. Describing `errorCode`, `nextAction` and `data` here cost 136
 /// bytes per tool (1.9 KiB of `tools/list`), which the `Agent` tool needed under the
-/// 16 KiB budget `tests/cli.rs` enforces. No type arrays, so hosts that map schemas to a
+/// 16 KiB budget `tests/it/cli.rs` enforces. No type arrays, so hosts that map schemas to a
 /// single-type dialect accept it.
 /// What `text` is, once per tool in `tools/list` (so kept short).
 const TEXT_DESCRIPTION: &str =

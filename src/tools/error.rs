@@ -505,7 +505,7 @@ impl ToolError {
 /// Marks `env` as a tool-specific outcome that is not a `ToolError` (an undo refused, a
 /// failed verification, a ReadImage refusal, a partly failed ReadFiles, a shell that
 /// exited): with `ToolError::into_output` and `EditFailure::into_output`, the only way an
-/// envelope gets an `errorCode` (`tests/tidy.rs` checks no other file sets one).
+/// envelope gets an `errorCode` (`tests/it/tidy.rs` checks no other file sets one).
 pub fn mark(env: &mut Envelope, status: Status, code: ErrorCode) {
     env.status = status;
     env.error_code = Some(code);

@@ -8,7 +8,7 @@
 
 use crate::tools::envelope::Envelope;
 
-/// An envelope read, never built, here (`tests/tidy.rs` keeps envelope literals and
+/// An envelope read, never built, here (`tests/it/tidy.rs` keeps envelope literals and
 /// `errorCode` writes in the error mappings).
 type Env = Envelope;
 use crate::tools::error::{SessionPair, ToolError};

@@ -11,7 +11,7 @@
 //! Invariant: without `WINX_USAGE_LOG` no thread is started and nothing is written
 //! anywhere. Invariant: no emitter passes command text, contents, arguments, URLs,
 //! output, cursors, raw paths, tokens or client identifiers into an event (the privacy
-//! test in `tests/usage_privacy.rs` greps a log for canaries planted in all of them).
+//! test in `tests/it/usage_privacy.rs` greps a log for canaries planted in all of them).
 
 pub mod category;
 pub mod event;
