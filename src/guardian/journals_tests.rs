@@ -222,3 +222,34 @@ fn a_key_flushed_before_its_end_stays_masked_to_the_end() {
     }
     assert!(journal.ends_with("\nvisible again\n"), "{journal}");
 }
+
+/// What masking costs the guardian per byte of output (decision 039's figures):
+/// `cargo test --release --lib masking_throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn masking_throughput() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kinds: [(&str, String); 3] = [
+        ("numbers", (0..400_000).map(|i| format!("{i}\n")).collect()),
+        (
+            "prose with needles",
+            "the night light right though; pass the token to the api\n".repeat(60_000),
+        ),
+        (
+            "assignments",
+            "user_password=s3cr3t-value x=1\n".repeat(100_000),
+        ),
+    ];
+    for (name, text) in kinds {
+        let file = create(&tmp.path().join(format!("{}.log", name.len()))).unwrap();
+        let mut m = Masker::default();
+        let clock = crate::deadline::Stopwatch::start();
+        for chunk in text.as_bytes().chunks(4096) {
+            m.write(&file, chunk, &["some-known-value".into()]).unwrap();
+        }
+        m.flush(&file, &[]).unwrap();
+        let secs = clock.elapsed().as_secs_f64();
+        let mb = text.len() as f64 / 1e6;
+        eprintln!("{name}: {mb:.1} MB in {secs:.3} s = {:.0} MB/s", mb / secs);
+    }
+}

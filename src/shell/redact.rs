@@ -84,7 +84,7 @@ const KEY_NEEDLES: &str = "token secret pass api private";
 const LINE_RULES: [Spec; 6] = [
     Spec {
         pattern: TOKENS,
-        needles: "gh github_pat_ sk- akia asia xox aiza k_live_ k_test_ eyj",
+        needles: "ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ sk- akia asia xox aiza k_live_ k_test_ eyj",
         line_check: any_line,
         rewrite: vendor_token,
         assigns: false,
