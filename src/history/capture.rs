@@ -424,7 +424,7 @@ mod tests {
     /// Facts taken before a record was admitted (a watcher's answer that crossed another
     /// thread's fresher facts, which created the record) say nothing about it: it stays
     /// running. Before: it was marked unknown, "the guardian no longer reports this
-    /// execution" (seen as a flaky `tests/execution_faults.rs` stream test).
+    /// execution" (seen as a flaky `tests/it/execution_faults.rs` stream test).
     #[test]
     fn older_facts_do_not_lose_a_newer_record() {
         let dir = tempfile::tempdir().unwrap();
