@@ -3,9 +3,9 @@
 //! write winx's state and runtime directories, and cannot reach abstract Unix sockets of
 //! processes outside its sandbox; `doctor` says that principals share one uid.
 //!
-//! Every tree lives under `CARGO_TARGET_TMPDIR`, not `/tmp`: the sandbox leaves `/tmp`
-//! writable, so a state directory there would stay reachable (`doctor` reports it as
-//! exposed). When the kernel has no Landlock, `WINX_SANDBOX=1` is a startup error and
+//! Every tree lives in `support::sandbox::scratch_dir`, outside everything the sandbox
+//! allows wherever the checkout is: the sandbox leaves `/tmp` writable, so a state
+//! directory there would stay reachable (`doctor` reports it as exposed). When the kernel has no Landlock, `WINX_SANDBOX=1` is a startup error and
 //! these tests check that instead.
 
 use crate::support;
@@ -40,7 +40,7 @@ struct Tree {
 }
 
 fn tree() -> Tree {
-    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let root = support::sandbox::scratch_dir();
     let r = root.path().canonicalize().unwrap();
     let [ws, project, state, run, keys] =
         ["ws", "project", "state", "run", "keys"].map(|d| r.join(d));

@@ -19,8 +19,9 @@ fn a_sandbox_refused_write_is_not_a_partial_commit() {
         // tests/it/sandbox.rs covers the kernel requirement error.
         return;
     }
-    // Outside every system temporary directory, which the sandbox keeps writable.
-    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside everything the sandbox allows (not in `/tmp`, which it keeps writable,
+    // wherever the checkout lives).
+    let root = support::sandbox::scratch_dir();
     let [ws, ro] = ["ws", "ro"].map(|d| root.path().join(d));
     for d in [&ws, &ro] {
         std::fs::create_dir(d).unwrap();

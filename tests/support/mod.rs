@@ -12,6 +12,7 @@ pub mod herdr;
 pub mod history;
 pub mod hosts;
 pub mod http;
+pub mod sandbox;
 pub mod tasks;
 pub mod wait;
 
