@@ -7,7 +7,9 @@
 //! `catalog_cursor` holds only this per-scope value: it moves when the caller's own
 //! executions change, never when another scope's do, so it counts nothing of anyone else.
 //! The counters are never deleted (retention removes executions, not positions), so a
-//! scope's value only grows.
+//! scope's value only grows. Records older than the migration are renumbered within their
+//! scope (each distinct stamp becomes its rank there), so a counter never starts from a
+//! value of the global counter.
 
 use super::history::Scope;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -22,13 +24,35 @@ pub const MIGRATION: &str = "CREATE TABLE history_scope_seq (
     ALTER TABLE executions ADD COLUMN scope_state_seq INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE executions ADD COLUMN scope_output_seq INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE executions ADD COLUMN scope_turn_seq INTEGER NOT NULL DEFAULT 0;
-    -- Rows recorded before this migration keep their order: the global stamps are a
-    -- valid per-scope order, and each scope's counter starts above its largest stamp.
-    UPDATE executions SET scope_state_seq = state_seq, scope_output_seq = output_seq,
-        scope_turn_seq = turn_seq;
+    -- Rows recorded before this migration are renumbered within their scope: each
+    -- distinct global stamp of a scope becomes its rank there (1, 2, …), so order and
+    -- equality hold and the scope's counter is its own count of changes, never a value
+    -- of the global counter (a cursor is not encrypted: it would show the install's
+    -- activity).
+    CREATE TEMP TABLE scope_rank AS
+        SELECT principal, thread_id, workspace_root, v, ROW_NUMBER() OVER (
+            PARTITION BY principal, thread_id, workspace_root ORDER BY v) AS r
+        FROM (SELECT principal, thread_id, workspace_root, state_seq AS v FROM executions
+              WHERE state_seq > 0
+            UNION SELECT principal, thread_id, workspace_root, output_seq FROM executions
+              WHERE output_seq > 0
+            UNION SELECT principal, thread_id, workspace_root, turn_seq FROM executions
+              WHERE turn_seq > 0);
+    CREATE INDEX temp.scope_rank_key ON scope_rank (principal, thread_id, workspace_root, v);
+    UPDATE executions SET
+        scope_state_seq = coalesce((SELECT r FROM scope_rank k WHERE
+            k.principal = executions.principal AND k.thread_id = executions.thread_id
+            AND k.workspace_root = executions.workspace_root AND k.v = executions.state_seq), 0),
+        scope_output_seq = coalesce((SELECT r FROM scope_rank k WHERE
+            k.principal = executions.principal AND k.thread_id = executions.thread_id
+            AND k.workspace_root = executions.workspace_root AND k.v = executions.output_seq), 0),
+        scope_turn_seq = coalesce((SELECT r FROM scope_rank k WHERE
+            k.principal = executions.principal AND k.thread_id = executions.thread_id
+            AND k.workspace_root = executions.workspace_root AND k.v = executions.turn_seq), 0);
     INSERT INTO history_scope_seq
-        SELECT principal, thread_id, workspace_root, max(changed_seq) FROM executions
+        SELECT principal, thread_id, workspace_root, max(r) FROM scope_rank
         GROUP BY principal, thread_id, workspace_root;
+    DROP TABLE temp.scope_rank;
     CREATE TRIGGER executions_scope_insert AFTER INSERT ON executions BEGIN
         INSERT OR IGNORE INTO history_scope_seq
             VALUES (NEW.principal, NEW.thread_id, NEW.workspace_root, 0);
@@ -188,5 +212,62 @@ mod tests {
                 "test",
             )
             .unwrap();
+    }
+
+    /// Records from before migration 12 are renumbered within their scope: a scope's
+    /// counter is its own count of changes, whatever the install did (issue 36 item 14).
+    #[test]
+    fn migrated_counters_count_only_their_own_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("old.db")).unwrap();
+        let migrations = crate::store::MIGRATIONS;
+        assert_eq!(migrations[11], MIGRATION);
+        for sql in &migrations[..11] {
+            c.execute_batch(sql).unwrap();
+        }
+        let (small, big) = (scope("small"), scope("big"));
+        let busy = |c: &Connection, from: usize, to: usize| {
+            for i in from..to {
+                let id = i.to_string();
+                table::insert(c, &new("big", &id), table::next_seq(c).unwrap()).unwrap();
+                let mut r = table::get(c, &big, &id).unwrap().unwrap();
+                r.output_seq = table::next_seq(c).unwrap();
+                table::update(c, &r).unwrap();
+            }
+        };
+        // Small's three changes fall among big's 600: 1 + 100*2, 1 + 250*2 + 1, ….
+        busy(&c, 0, 100);
+        table::insert(&c, &new("small", "a"), table::next_seq(&c).unwrap()).unwrap();
+        busy(&c, 100, 250);
+        table::insert(&c, &new("small", "b"), table::next_seq(&c).unwrap()).unwrap();
+        busy(&c, 250, 300);
+        let mut a = table::get(&c, &small, "a").unwrap().unwrap();
+        a.state_seq = table::next_seq(&c).unwrap();
+        table::update(&c, &a).unwrap();
+        assert_eq!(table::seq(&c).unwrap(), 603);
+
+        c.execute_batch(MIGRATION).unwrap();
+        assert_eq!(seq(&c, &small).unwrap(), 3);
+        assert_eq!(seq(&c, &big).unwrap(), 600);
+        // The global order within the scope holds, equal stamps stay equal.
+        let st = |s: &Scope, id: &str| {
+            let st = stamps(&c, s, id).unwrap();
+            (st.state, st.output, st.turn)
+        };
+        assert_eq!(st(&small, "a"), (3, 1, 0));
+        assert_eq!(st(&small, "b"), (2, 2, 0));
+        assert_eq!(st(&big, "0"), (1, 2, 0));
+        assert_eq!(st(&big, "299"), (599, 600, 0));
+        // The next change continues the scope's own count.
+        let mut b = table::get(&c, &small, "b").unwrap().unwrap();
+        b.output_seq = table::next_seq(&c).unwrap();
+        table::update(&c, &b).unwrap();
+        assert_eq!(st(&small, "b"), (2, 4, 0));
+        assert_eq!(seq(&c, &small).unwrap(), 4);
+        assert_eq!(seq(&c, &big).unwrap(), 600);
+        let temp: i64 = c
+            .query_row("SELECT count(*) FROM temp.sqlite_master", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(temp, 0, "the ranking table is dropped");
     }
 }
