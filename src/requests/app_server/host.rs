@@ -240,14 +240,36 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     Ok(())
 }
 
-/// A message's secret checked and removed: the message, or `None` (no or another secret).
-fn authenticated(line: &str, secret: &Secret) -> Option<HostMsg> {
-    let mut v: Value = serde_json::from_str(line).ok()?;
-    let given = v.as_object_mut()?.remove(SECRET_FIELD)?;
-    if !secret.admits(given.as_str()?) {
-        return None;
+/// Why a message was refused.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// Not a JSON object carrying this host's secret (missing, another, not a string).
+    Secret,
+    /// The secret is right, but the rest is not a message this host knows (an unknown
+    /// `op`, a missing or mistyped field).
+    Message(String),
+}
+
+impl Refused {
+    fn detail(&self) -> String {
+        match self {
+            Refused::Secret => "refused: the message does not carry this host's secret".into(),
+            Refused::Message(e) => format!("refused: the message is not one this host knows: {e}"),
+        }
     }
-    serde_json::from_value(v).ok()
+}
+
+/// A message's secret checked and removed, then the message parsed.
+fn authenticated(line: &str, secret: &Secret) -> Result<HostMsg, Refused> {
+    let mut v: Value = serde_json::from_str(line).map_err(|_| Refused::Secret)?;
+    let given = v
+        .as_object_mut()
+        .and_then(|o| o.remove(SECRET_FIELD))
+        .ok_or(Refused::Secret)?;
+    if !given.as_str().is_some_and(|g| secret.admits(g)) {
+        return Err(Refused::Secret);
+    }
+    serde_json::from_value(v).map_err(|e| Refused::Message(e.to_string()))
 }
 
 /// One client connection: a status or an admission (then its handoff). A message that
@@ -264,16 +286,19 @@ fn serve(s: UnixStream, tx: Sender<FromConn>, secret: &Secret) {
     if !line.ends_with('\n') {
         return;
     }
-    let Some(msg) = authenticated(&line, secret) else {
-        let refusal = HostAdmitReply {
-            outcome: AdmitOutcome::Unavailable,
-            detail: "refused: the message does not carry this host's secret".into(),
-            armed_cursor: None,
-            baseline_turn: None,
-            provider_turn: None,
-        };
-        answer(&mut w, &refusal);
-        return;
+    let msg = match authenticated(&line, secret) {
+        Ok(msg) => msg,
+        Err(refused) => {
+            let refusal = HostAdmitReply {
+                outcome: AdmitOutcome::Unavailable,
+                detail: refused.detail(),
+                armed_cursor: None,
+                baseline_turn: None,
+                provider_turn: None,
+            };
+            answer(&mut w, &refusal);
+            return;
+        }
     };
     match msg {
         HostMsg::Status => {
@@ -363,11 +388,41 @@ mod tests {
         let with = |v: Value| authenticated(&v.to_string(), &secret);
         assert_eq!(
             with(json!({"op": "status", "secret": text})),
-            Some(HostMsg::Status)
+            Ok(HostMsg::Status)
         );
-        assert_eq!(with(json!({"op": "status"})), None);
-        assert_eq!(with(json!({"op": "status", "secret": other})), None);
-        assert_eq!(with(json!({"op": "status", "secret": 7})), None);
-        assert_eq!(with(json!(["status"])), None);
+        for bad in [
+            json!({"op": "status"}),
+            json!({"op": "status", "secret": other}),
+            json!({"op": "status", "secret": 7}),
+            json!(["status"]),
+        ] {
+            assert_eq!(with(bad), Err(Refused::Secret));
+        }
+        assert_eq!(authenticated("{", &secret), Err(Refused::Secret));
+    }
+
+    /// The right secret with a message the host does not know is refused as such, never
+    /// as a missing secret (the client would look for a fault it does not have).
+    #[test]
+    fn a_malformed_message_with_the_secret_is_refused_for_what_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.secret");
+        let secret = create_secret(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let secret_refusal = Refused::Secret.detail();
+        for bad in [
+            json!({"op": "stop", "secret": text}),
+            json!({"secret": text}),
+            json!({"op": "admit", "principal": 7, "secret": text}),
+        ] {
+            let got = authenticated(&bad.to_string(), &secret).unwrap_err();
+            assert!(matches!(got, Refused::Message(_)), "{bad}: {got:?}");
+            let detail = got.detail();
+            assert_ne!(detail, secret_refusal);
+            assert!(
+                detail.starts_with("refused: the message is not one"),
+                "{detail}"
+            );
+        }
     }
 }
