@@ -1,5 +1,6 @@
 //! The managed app-server targets of a principal as catalog entries: each host that
-//! still runs is asked for its live state; a host that is gone has its row removed.
+//! still runs is asked for its live state; a host that is gone has its row, socket and
+//! secret removed.
 
 use super::admit::{Located, Via};
 use super::app_server;
@@ -14,7 +15,7 @@ pub fn located(store: &Store, principal: &str) -> Vec<Located> {
     let mut out = Vec::new();
     for t in rows {
         if crate::process::is_gone(t.host_pid, t.host_start) {
-            let _ = store.app_target_delete(&t.agent_id, t.host_pid, t.host_start);
+            app_server::forget_gone(store, &t);
             continue;
         }
         // A host that does not answer now lists nothing (it may be ending).

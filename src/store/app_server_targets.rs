@@ -107,6 +107,19 @@ impl Store {
         )
     }
 
+    /// Every principal's targets (a starting host forgets those whose host is gone).
+    pub fn app_targets_all(&self) -> Result<Vec<AppServerTarget>, StoreError> {
+        self.with(
+            |c| {
+                let mut s = c.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM app_server_targets ORDER BY created_at_ms, agent_id"
+                ))?;
+                s.query_map([], from_row)?.collect()
+            },
+            "read app-server targets",
+        )
+    }
+
     /// Forget a target whose host ended (only that host's row: a new one is kept).
     pub fn app_target_delete(
         &self,

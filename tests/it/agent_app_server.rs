@@ -40,19 +40,8 @@ impl App {
             .unwrap();
         let env = isolated_env(&home, &state, &run);
         let log = dir.path().join("turns.log");
-        let fake = manifest_dir().join("tests/fake/fake-codex-app-server");
-        let out = command(&env)
-            .args(["agent", "app-server", "start", "--cwd"])
-            .arg(dir.path())
-            .arg("--command")
-            .arg("python3")
-            .arg(&fake)
-            .arg(&log)
-            .output()
-            .unwrap();
-        let started: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"));
-        assert!(out.status.success(), "{started}");
+        let (started, ok) = start_host(&env, dir.path(), &log);
+        assert!(ok, "{started}");
         App {
             dir,
             env,
@@ -150,6 +139,34 @@ impl App {
         // SAFETY: kill(2) passes no memory.
         unsafe { nix::libc::kill(self.pid(host), sig) };
     }
+}
+
+/// `agent app-server start` in `env`, the fake app-server logging to `log`: the line it
+/// printed and whether it succeeded.
+fn start_host(
+    env: &[(String, String)],
+    cwd: &std::path::Path,
+    log: &std::path::Path,
+) -> (Value, bool) {
+    let fake = manifest_dir().join("tests/fake/fake-codex-app-server");
+    let out = command(env)
+        .args(["agent", "app-server", "start", "--cwd"])
+        .arg(cwd)
+        .args(["--command", "python3"])
+        .arg(&fake)
+        .arg(log)
+        .output()
+        .unwrap();
+    let v =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"));
+    (v, out.status.success())
+}
+
+/// The names in `dir` (none when it does not exist).
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let all = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    all.map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 impl Drop for App {
@@ -525,4 +542,57 @@ fn a_raw_client_without_the_secret_or_a_stored_request_writes_nothing() {
     assert_eq!(r["receipt_class"], "accepted", "{r}");
     assert_eq!(app.event(R4)["final_message"], "final: after");
     assert_eq!(app.lines(), ["legit", "after"]);
+}
+
+/// Issue 36 item 13 (review): the files of a host killed by a signal are removed by the
+/// next host to start, and a host whose start fails after it wrote its secret (here the
+/// bind: the runtime directory is so deep that the socket's path overflows `sun_path`)
+/// leaves neither secret nor socket.
+#[test]
+fn a_failed_or_killed_host_leaves_no_secret_or_socket() {
+    let app = App::start();
+    let socket = PathBuf::from(app.started["socket"].as_str().unwrap());
+    let secret = socket.with_extension("secret");
+    assert!(socket.exists() && secret.exists());
+    let host = app.pid(true);
+    app.signal(true, nix::libc::SIGKILL);
+    let d = Deadline::after("host gone", Duration::from_secs(10));
+    eventually(
+        d,
+        "the killed host is gone",
+        || std::fs::read_to_string(format!("/proc/{host}/stat")).unwrap_or_default(),
+        |st| {
+            st.is_empty()
+                || st
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+        },
+    );
+    assert!(
+        socket.exists() && secret.exists(),
+        "a killed host leaves them"
+    );
+    let (next, ok) = start_host(&app.env, app.dir.path(), &app.dir.path().join("next.log"));
+    assert!(ok, "{next}");
+    assert!(
+        !socket.exists() && !secret.exists(),
+        "the next host removed them"
+    );
+    let kept = PathBuf::from(next["socket"].as_str().unwrap());
+    assert!(kept.exists() && kept.with_extension("secret").exists());
+
+    let deep = app.dir.path().join("r".repeat(90));
+    std::fs::create_dir(&deep).unwrap();
+    std::fs::set_permissions(&deep, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let mut env = app.env.clone();
+    env.retain(|(k, _)| k != "XDG_RUNTIME_DIR");
+    env.push((
+        "XDG_RUNTIME_DIR".into(),
+        deep.to_string_lossy().into_owned(),
+    ));
+    let (v, ok) = start_host(&env, app.dir.path(), &app.dir.path().join("deep.log"));
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(!ok && error.contains("admission socket"), "{v}");
+    assert_eq!(names(&deep.join("winx/app-server")), Vec::<String>::new());
 }

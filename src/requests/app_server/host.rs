@@ -107,9 +107,20 @@ fn log_owner(name: &str) -> Option<(u32, u64)> {
     Some((pid.parse().ok()?, start.parse().ok()?))
 }
 
-/// Remove the event logs of hosts that are gone (a host removes its own when it ends
-/// cleanly; one that was killed leaves it for the next host to remove). Every request a
-/// gone host followed is settled in the store, so nothing reads these logs again.
+/// Remove what hosts that are gone left behind: their event logs (a host removes its own
+/// when it ends; one that was killed leaves it for the next host to remove), and, from
+/// their rows, their sockets and secrets. Every request a gone host followed is settled
+/// in the store, so nothing reads these files again.
+fn prune_gone(store: &Store, dir: &Path) {
+    for t in store.app_targets_all().unwrap_or_default() {
+        if crate::process::is_gone(t.host_pid, t.host_start) {
+            super::forget_gone(store, &t);
+        }
+    }
+    prune_logs(dir);
+}
+
+/// The event logs of gone hosts (`host-<pid>-<start>.events.jsonl`).
 fn prune_logs(dir: &Path) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name();
@@ -122,22 +133,54 @@ fn prune_logs(dir: &Path) {
     }
 }
 
+/// Files this host made that must not outlive it (its event log, secret and socket):
+/// unlinked by `remove` or when dropped, so every way out of `run` (a start-up error, the
+/// end, a panic) removes them.
+#[derive(Default)]
+struct Made(Vec<PathBuf>);
+
+impl Made {
+    fn remove(&mut self) {
+        for p in self.0.drain(..) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 /// Run the host until the app-server ends. `ready` receives one JSON line: the target
 /// (or `{"error": …}` when it could not start).
 pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
-    let fail = |ready: &mut dyn Write, e: String| {
+    // A start-up error removes what was made before it is reported.
+    let mut made = Made::default();
+    let fail = |ready: &mut dyn Write, made: &mut Made, e: String| {
+        made.remove();
         let _ = writeln!(ready, "{}", json!({"error": e}));
         e
     };
-    let store = Store::open(&args.state_dir).map_err(|e| fail(&mut ready, e.to_string()))?;
+    let store =
+        Store::open(&args.state_dir).map_err(|e| fail(&mut ready, &mut made, e.to_string()))?;
     let me = crate::process::this_process();
     let dir = args.state_dir.join("app-server");
-    crate::fsutil::ensure_private_dir(&dir).map_err(|e| fail(&mut ready, e.to_string()))?;
-    prune_logs(&dir);
+    crate::fsutil::ensure_private_dir(&dir)
+        .map_err(|e| fail(&mut ready, &mut made, e.to_string()))?;
+    prune_gone(&store, &dir);
     let log_path = dir.join(format!("host-{}-{}.events.jsonl", me.0, me.1));
-    let mut log = Some(open_log(&log_path).map_err(|e| fail(&mut ready, e.to_string()))?);
-    let (mut child, events) = AppChild::spawn(&args.command, &args.cwd)
-        .map_err(|e| fail(&mut ready, format!("start {:?}: {e}", args.command)))?;
+    let mut log =
+        Some(open_log(&log_path).map_err(|e| fail(&mut ready, &mut made, e.to_string()))?);
+    made.0.push(log_path.clone());
+    let (mut child, events) = AppChild::spawn(&args.command, &args.cwd).map_err(|e| {
+        fail(
+            &mut ready,
+            &mut made,
+            format!("start {:?}: {e}", args.command),
+        )
+    })?;
     let mut seq = 0u64;
     let deadline = Deadline::after("app-server handshake", HANDSHAKE_WAIT);
     let mut seen = |_: &Event, raw: &[u8]| {
@@ -149,7 +192,7 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
             Ok(ids) => ids,
             Err(e) => {
                 child.stop();
-                return Err(fail(&mut ready, e));
+                return Err(fail(&mut ready, &mut made, e));
             }
         };
     let agent_id = super::agent_id(&thread_id, me);
@@ -158,6 +201,7 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     let socket = sock_dir.join(format!("{agent_id}.sock"));
     let secret_file = super::secret_path(&socket);
     let mut secret = None;
+    made.0.extend([secret_file.clone(), socket.clone()]);
     let listener = crate::fsutil::ensure_private_dir(&sock_dir)
         .and_then(|_| {
             // The secret exists before anyone can connect; a file left by a host of the
@@ -174,6 +218,7 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
         .map_err(|e| {
             fail(
                 &mut ready,
+                &mut made,
                 format!("admission socket {}: {e}", socket.display()),
             )
         })?;
@@ -189,7 +234,7 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
                     .spawn(move || serve(s, tx, &secret));
             }
         })
-        .map_err(|e| fail(&mut ready, e.to_string()))?;
+        .map_err(|e| fail(&mut ready, &mut made, e.to_string()))?;
     let row = AppServerTarget {
         agent_id: agent_id.clone(),
         principal: args.principal.clone(),
@@ -206,7 +251,7 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     };
     store
         .app_target_put(&row)
-        .map_err(|e| fail(&mut ready, e.to_string()))?;
+        .map_err(|e| fail(&mut ready, &mut made, e.to_string()))?;
     let _ = writeln!(
         ready,
         "{}",
@@ -232,11 +277,9 @@ pub fn run(args: &HostArgs, mut ready: impl Write) -> Result<(), String> {
     };
     host.run(events, conn_rx);
     let _ = host.store.app_target_delete(&agent_id, me.0, me.1);
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&secret_file);
     // Every followed request is settled by now (`run` returns once none is pending).
     host.log = None;
-    let _ = std::fs::remove_file(&log_path);
+    made.remove();
     Ok(())
 }
 
@@ -356,6 +399,47 @@ mod tests {
         assert!(!gone.exists());
         assert_eq!(log_owner("host-12-34.events.jsonl"), Some((12, 34)));
         assert_eq!(log_owner("host-x-34.events.jsonl"), None);
+    }
+
+    /// A killed host's row names its socket and secret: the next host to start removes
+    /// them with the row; a running host's are kept, and a row never names another file.
+    #[test]
+    fn the_files_of_gone_hosts_are_pruned_with_their_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let me = crate::process::this_process();
+        let gone = (crate::process::ended_pid(), 1);
+        let file = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, "x").unwrap();
+            p
+        };
+        let row = |id: &str, host: (u32, u64), socket: &Path| AppServerTarget {
+            agent_id: id.into(),
+            principal: "p".into(),
+            socket: socket.to_string_lossy().into_owned(),
+            host_pid: host.0,
+            host_start: host.1,
+            ..Default::default()
+        };
+        let (dead_sock, dead_secret) = (file("dead.sock"), file("dead.secret"));
+        let (live_sock, live_secret) = (file("live.sock"), file("live.secret"));
+        let stranger = file("notes.sock");
+        store
+            .app_target_put(&row("dead", gone, &dead_sock))
+            .unwrap();
+        store.app_target_put(&row("live", me, &live_sock)).unwrap();
+        store.app_target_put(&row("odd", gone, &stranger)).unwrap();
+        prune_gone(&store, dir.path());
+        assert!(!dead_sock.exists() && !dead_secret.exists());
+        assert!(live_sock.exists() && live_secret.exists() && stranger.exists());
+        let left: Vec<String> = store
+            .app_targets_all()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.agent_id)
+            .collect();
+        assert_eq!(left, ["live"]);
     }
 
     #[test]

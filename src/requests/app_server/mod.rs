@@ -182,6 +182,18 @@ impl HostConn {
     }
 }
 
+/// Forget the target of a host that is gone: its socket and secret (a host killed by a
+/// signal leaves both), then its row. Only files named for its agent id are removed, so a
+/// row never names another file to delete.
+pub fn forget_gone(store: &crate::store::Store, t: &AppServerTarget) {
+    let socket = Path::new(&t.socket);
+    if socket.file_name() == Some(std::ffi::OsStr::new(&format!("{}.sock", t.agent_id))) {
+        let _ = std::fs::remove_file(secret_path(socket));
+        let _ = std::fs::remove_file(socket);
+    }
+    let _ = store.app_target_delete(&t.agent_id, t.host_pid, t.host_start);
+}
+
 /// Ask the host of `t` how its target is now.
 pub fn status(t: &AppServerTarget) -> std::io::Result<HostStatus> {
     let mut c = HostConn::connect(Path::new(&t.socket))?;
