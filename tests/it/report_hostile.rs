@@ -6,9 +6,9 @@ use crate::support;
 
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{ExitStatus, Output, Stdio};
+use std::process::{Output, Stdio};
 use support::HARD_TIMEOUT;
 
 /// Run `report` with `args` (a temp HOME, no configured log), killed past `HARD_TIMEOUT`.
@@ -16,75 +16,78 @@ fn report(args: &[&str]) -> Output {
     report_measured(args).0
 }
 
-/// `report(args)` and the report's own peak resident set in KiB (from `wait4`: other
-/// children of this test process, such as the browsers other modules start, do not count).
-#[allow(
-    clippy::zombie_processes,
-    reason = "wait_measured reaps the child with wait4, for its rusage"
-)]
+/// Runs the report as its child and writes the child's peak resident set in KiB as the
+/// last line of its stderr. The report is not measured as this test process's own child:
+/// it would be spawned sharing this process's memory (vfork), and `ru_maxrss` keeps that
+/// high-water mark across `exec`, so whatever the one test process holds for its other
+/// modules would count as the report's (131 MiB once). A small Python parent keeps the
+/// figure the report's.
+const MEASURE: &str = "import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:])
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+sys.stderr.write('\\npeak_kib=%d\\n' % peak)
+sys.exit(r.returncode if r.returncode >= 0 else 128 - r.returncode)
+";
+
+/// The `python3` on this process's `PATH` (the README's one prerequisite besides Rust).
+fn python3() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())
+        .expect("python3 on PATH")
+}
+
+/// `report(args)` and the report's own peak resident set in KiB.
 fn report_measured(args: &[&str]) -> (Output, i64) {
     let tmp = tempfile::tempdir().unwrap();
     let env = support::isolated_env(tmp.path(), &tmp.path().join("state"), tmp.path());
-    let mut child = support::command(&env)
-        .arg("report")
+    let mut child = std::process::Command::new(python3())
+        .env_clear()
+        .envs(env)
+        .args(["-c", MEASURE, support::bin(), "report"])
         .args(args)
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let read = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            buf
-        })
-    };
-    let stdout = read(Box::new(child.stdout.take().unwrap()));
-    let stderr = read(Box::new(child.stderr.take().unwrap()));
+    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
     let (tx, rx) = crossbeam_channel::bounded(1);
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
     std::thread::spawn(move || {
-        let _ = tx.send(wait_measured(pid.as_raw()));
+        let read = |mut r: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = r.read_to_end(&mut buf);
+                buf
+            })
+        };
+        let (out, err) = (read(Box::new(stdout)), read(Box::new(stderr)));
+        let status = child.wait().unwrap();
+        let _ = tx.send((status, out.join().unwrap(), err.join().unwrap()));
     });
-    match rx.recv_timeout(HARD_TIMEOUT) {
-        Ok((status, peak)) => {
-            let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
-            (
-                Output {
-                    status,
-                    stdout,
-                    stderr,
-                },
-                peak,
-            )
-        }
-        Err(_) => {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            panic!("report {args:?} did not finish within {HARD_TIMEOUT:?}");
-        }
-    }
-}
-
-/// Reap the child `pid`: its exit status and its peak resident set in KiB.
-fn wait_measured(pid: i32) -> (ExitStatus, i64) {
-    let mut status = 0;
-    let mut ru = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
-    loop {
-        // SAFETY: wait4 writes the status and the rusage we own; `pid` is our child,
-        // not reaped elsewhere (its `Child` handle is never waited on).
-        let rc = unsafe { nix::libc::wait4(pid, &mut status, 0, ru.as_mut_ptr()) };
-        if rc == pid {
-            break;
-        }
-        assert_eq!(
-            std::io::Error::last_os_error().kind(),
-            std::io::ErrorKind::Interrupted
-        );
-    }
-    // SAFETY: initialised by the successful call above (and zeroed before it).
-    let peak = unsafe { ru.assume_init() }.ru_maxrss;
-    (ExitStatus::from_raw(status), peak)
+    let Ok((status, stdout, mut stderr)) = rx.recv_timeout(HARD_TIMEOUT) else {
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+        panic!("report {args:?} did not finish within {HARD_TIMEOUT:?}");
+    };
+    let text = String::from_utf8_lossy(&stderr).into_owned();
+    let at = text
+        .rfind("\npeak_kib=")
+        .unwrap_or_else(|| panic!("no peak from the measuring parent: {text}"));
+    let peak = text[at + "\npeak_kib=".len()..].trim().parse().unwrap();
+    stderr.truncate(at);
+    (
+        Output {
+            status,
+            stdout,
+            stderr,
+        },
+        peak,
+    )
 }
 
 fn ok(out: &Output) -> &[u8] {
