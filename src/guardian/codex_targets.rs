@@ -4,7 +4,8 @@
 //!
 //! Invariants: a prompt is written only in the same loop turn as the checks that allow it
 //! (same incarnation, rollout idle with no half-written line — or, for `agent send`'s
-//! one-way steering, any attached phase — the process still running), as one buffer; a
+//! one-way steering, a busy rollout whose screen the Codex recognizer sees working, never
+//! an approval prompt — the process still running), as one buffer; a
 //! refusal writes nothing. A write the terminal took no byte of is `delivery_failed`
 //! (nothing reached the agent); one that failed part-way is `indeterminate`. The guardian never opens SQLite: requests are
 //! registered and completed by the admitting process and the request observer.
@@ -14,6 +15,7 @@ use super::session::Session;
 use crate::codex::procfs::Holder;
 use crate::codex::rollout_file;
 use crate::codex::turns::{Phase, Tracker};
+use crate::shell::turn::{self, Choice, RecognitionInput, TurnState};
 use crate::shell::{pty, submit};
 use crate::wire::codex::{AdmitOutcome, CodexAdmit, CodexAdmitReply, CodexTarget, PasteMode};
 use sha2::{Digest, Sha256};
@@ -124,6 +126,38 @@ fn candidates(s: &Session) -> Vec<Candidate> {
         }
     }
     v
+}
+
+/// Why a steered write must not go to execution `id` now, from its own screen: the
+/// rollout says busy both while the model works and while Codex asks for approval, and a
+/// steered Enter would answer that prompt (its selected option approves). Steering is
+/// allowed only when the Codex recognizer sees the turn working (issue 37 item 11).
+fn steer_refusal(s: &Session, id: &str) -> Option<String> {
+    let Some((screen, quiet_ms)) = s.live_screen(id) else {
+        return Some("the agent's screen cannot be read: steering is refused".into());
+    };
+    let input = RecognitionInput {
+        screen: &screen,
+        quiet_ms,
+        running: true,
+    };
+    let choice = Choice::Named("codex".into());
+    let state = turn::recognize(&choice, &input, None).map(|d| d.state);
+    match state {
+        Ok(TurnState::Busy) => None,
+        Ok(TurnState::AwaitingApproval) => Some(
+            "a provider turn is running and the agent's screen shows an approval prompt \
+             (awaiting_approval): steering would answer it; answer it in the session, then \
+             send again"
+                .into(),
+        ),
+        _ => Some(
+            "a provider turn is running and the agent's screen is not recognised as working \
+             (it may be asking something): steering is refused; send again when the turn \
+             is idle"
+                .into(),
+        ),
+    }
 }
 
 #[derive(Default)]
@@ -255,8 +289,13 @@ impl CodexTargets {
             );
         }
         match (t.observer.as_str(), t.phase.as_str(), ask.armable) {
-            // `agent send` steers the running turn (seed 001); `admit` never does.
-            ("attached", "busy", false) if ask.steer => {}
+            // `agent send` steers the running turn (seed 001), but only a turn its screen
+            // shows working; `admit` never steers.
+            ("attached", "busy", false) if ask.steer => {
+                if let Some(d) = steer_refusal(s, &t.execution_id) {
+                    return refuse(AdmitOutcome::Busy, &d, Some(t));
+                }
+            }
             ("attached", "busy", _) => {
                 return refuse(AdmitOutcome::Busy, "a provider turn is running", Some(t));
             }

@@ -50,7 +50,7 @@ impl Session {
 
     /// The screen of the running execution `id` (foreground or background) and how long
     /// it has been quiet.
-    fn live_screen(&self, id: &str) -> Option<(String, u64)> {
+    pub(super) fn live_screen(&self, id: &str) -> Option<(String, u64)> {
         if let Some(b) = self.bg.values().find(|b| b.exec.id == id) {
             let s = b.screen.as_ref().filter(|_| !b.exec.finished())?;
             return Some((super::exec::screen_text(s.vt.screen()), s.quiet_ms()));

@@ -504,6 +504,40 @@ fn send_steers_a_busy_agent_and_admit_never_does() {
     assert_eq!(c.lines(), ["hold on", "release"]);
 }
 
+/// Issue 37 item 11: steering never answers an approval prompt. The rollout says busy
+/// while Codex asks "Would you like to run the following command?" with "Yes, proceed"
+/// selected; a steered write's Enter would approve it. `agent send` reads the target's
+/// screen first and is refused (busy) unless it shows the turn working; nothing is written.
+#[test]
+fn send_never_steers_into_an_approval_prompt() {
+    let mut c = Codex::start("");
+    let agent = c.agent_in("idle");
+    let id = agent["agent_id"].as_str().unwrap();
+    let (r, _) = c.admit(&agent, R1, "approve the command", &[]);
+    assert_eq!(r["receipt_class"], "accepted", "{r}");
+    c.agent_in("busy");
+    let d = Deadline::hard("the approval prompt");
+    let screen = || {
+        let r = c.a.bash(&c.s, json!({"screen": true}));
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    eventually(d, "the approval prompt on screen", screen, |t| {
+        t.contains("Press enter to confirm")
+    });
+    let (r, code) = c.agent(&["send", id, "--request-id", R2, "yes"]);
+    assert_eq!(
+        (r["receipt_class"].as_str(), code),
+        (Some("busy"), 3),
+        "{r}"
+    );
+    assert_eq!(r["prompt_written"], false, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("approval"), "{r}");
+    assert_eq!(c.lines(), ["approve the command"]);
+}
+
 /// Seed 001's `delivery_failed`: the agent's terminal takes none of the prompt. The fake
 /// Codex runs as a background command (its PTY has no other reader) and is stopped, so
 /// its terminal's input queue fills: one-way admissions are written until one is cut
