@@ -3,7 +3,7 @@
 //!
 //! Outcomes are distinct: `changed` (with what changed), `timeout` (nothing matching
 //! changed; says nothing about completion) and `resync` (the cursor is from a catalog
-//! this one cannot continue, or a watched record is gone).
+//! this one cannot continue).
 
 use super::{Ctx, catalog_error, done, execution_id, only, refuse, refuse_to_list, timeout};
 use super::{view, with};
