@@ -152,7 +152,7 @@ impl Catalog {
         self.synced()?;
         let (records, seq) = self
             .open
-            .read(|c| Ok((table::list(c, &self.scope, limit)?, self.position(c)?)))?;
+            .read_snapshot(|c| Ok((table::list(c, &self.scope, limit)?, self.position(c)?)))?;
         Ok(Listing {
             records,
             catalog_cursor: self.catalog_cursor(seq),
@@ -231,14 +231,9 @@ impl Catalog {
                 "the observation deadline passed before the catalog was read".into(),
             ));
         }
-        let (items, seq) = self.open.read(|c| {
-            c.execute_batch("BEGIN")?;
-            let out = self.read_items(c, items, &refresh_errors);
-            // A pooled connection must never keep a transaction open.
-            let end = c.execute_batch(if out.is_ok() { "COMMIT" } else { "ROLLBACK" });
-            let out = out?;
-            end.map(|_| out)
-        })?;
+        let (items, seq) = self
+            .open
+            .read_snapshot(|c| self.read_items(c, items, &refresh_errors))?;
         Ok(Observation {
             items,
             catalog_cursor: self.catalog_cursor(seq),

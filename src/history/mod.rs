@@ -358,6 +358,22 @@ impl Open {
         Ok(())
     }
 
+    /// Run `f` on a reader connection inside one read transaction, so everything it reads
+    /// comes from one snapshot (a record, its stamps and the scope position never straddle
+    /// a recorder commit). The transaction always ends: a pooled connection never keeps one.
+    pub fn read_snapshot<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, HistoryError> {
+        self.read(|c| {
+            c.execute_batch("BEGIN")?;
+            let out = f(c);
+            let end = c.execute_batch(if out.is_ok() { "COMMIT" } else { "ROLLBACK" });
+            let out = out?;
+            end.map(|_| out)
+        })
+    }
+
     /// Run `f` on a reader connection (one is opened when none is free).
     pub fn read<T>(
         &self,

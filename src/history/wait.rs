@@ -131,7 +131,9 @@ impl Catalog {
         let mut watched = false;
         loop {
             let seen = self.open.notify.count();
-            let (records, stamps, seq) = self.open.read(|c| {
+            // One snapshot: a record read before a recorder commit and its stamps after it
+            // would answer `changed: [state]` with a cursor already past the exit.
+            let (records, stamps, seq) = self.open.read_snapshot(|c| {
                 let mut found = Vec::with_capacity(w.ids.len());
                 let mut stamps = Vec::with_capacity(w.ids.len());
                 for id in w.ids {
@@ -141,7 +143,8 @@ impl Catalog {
                 Ok((found, stamps, self.position(c)?))
             })?;
             if records.iter().all(|(_, r)| r.is_none()) {
-                return Err(CatalogError::NotFound(w.ids[0].clone()));
+                let first = w.ids.first().cloned().unwrap_or_default();
+                return Err(CatalogError::NotFound(first));
             }
             if !watched {
                 // Records another adapter admitted: watch their guardians from here too.
