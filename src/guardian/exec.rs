@@ -26,7 +26,7 @@ pub struct OutputLog {
     /// Where this execution's bytes start in `journal_path` (a shared segment).
     journal_offset: u64,
     journal_error: Option<String>,
-    /// Masks secrets on their way into the journal (decision 039).
+    /// Masks secrets on their way into the journal (decision 041).
     masker: Masker,
 }
 
@@ -55,11 +55,14 @@ impl OutputLog {
         log
     }
 
+    /// `append_masking` with no known secret values (the built-in rules only).
+    #[cfg(test)]
     pub fn append(&mut self, bytes: &[u8]) {
         self.append_masking(bytes, &[]);
     }
 
-    /// `append`, masking the session's `known` secret values in the journal too.
+    /// `bytes` arrived: into the window and, masked (the built-in rules and the session's
+    /// `known` secret values), into the journal.
     pub fn append_masking(&mut self, bytes: &[u8], known: &[String]) {
         // `&File` writes: the segment's descriptor is shared, not owned (`journals`).
         if let Some(file) = self.journal.as_deref() {
@@ -78,11 +81,13 @@ impl OutputLog {
         self.total
     }
 
-    /// What the masker holds back goes into the journal: before a range is handed out,
-    /// and at the end (the next execution appends to the segment after it).
-    pub fn flush_journal(&mut self) {
+    /// What the masker holds back goes into the journal, masked with the session's
+    /// `known` secret values too (an unfinished last line such as `printf %s "$TOKEN"`):
+    /// before a range is handed out, and at the end (the next execution appends to the
+    /// segment after it).
+    pub fn flush_journal(&mut self, known: &[String]) {
         if let Some(file) = self.journal.as_deref() {
-            let written = self.masker.flush(file, &[]);
+            let written = self.masker.flush(file, known);
             self.check(written);
         }
     }
@@ -99,9 +104,10 @@ impl OutputLog {
         self.total - self.window.len() as u64
     }
 
-    /// Bytes after the delivery cursor (bounded by the window); advances the cursor.
-    pub fn take_undelivered(&mut self) -> (String, u64, u64, u64) {
-        self.flush_journal();
+    /// Bytes after the delivery cursor (bounded by the window); advances the cursor. The
+    /// journal holds them all first (`flush_journal` with the session's `known` values).
+    pub fn take_undelivered(&mut self, known: &[String]) -> (String, u64, u64, u64) {
+        self.flush_journal(known);
         let start = self.delivered.max(self.window_start());
         let omitted = start - self.delivered;
         let from = (start - self.window_start()) as usize;
@@ -270,11 +276,13 @@ impl Execution {
         self.finished_elapsed_ms.is_some()
     }
 
-    pub fn finish(&mut self, exit_code: Option<i32>) {
+    /// The execution ended; what its journal held back is written, masked with the
+    /// session's `known` secret values.
+    pub fn finish(&mut self, exit_code: Option<i32>, known: &[String]) {
         if !self.finished() {
             self.exit_code = exit_code;
             self.finished_elapsed_ms = Some(self.clock.elapsed().as_millis() as u64);
-            self.log.flush_journal();
+            self.log.flush_journal(known);
         }
     }
 
@@ -301,9 +309,10 @@ impl Execution {
         }
     }
 
-    /// Deliver what is new and the state, advancing the delivery cursor.
-    pub fn deliver(&mut self, cwd: &str, bg_id: Option<&str>) -> ActionResult {
-        let (output, offset_start, offset_end, omitted_bytes) = self.log.take_undelivered();
+    /// Deliver what is new and the state, advancing the delivery cursor (`known`: the
+    /// session's secret values, for the journal).
+    pub fn deliver(&mut self, cwd: &str, bg_id: Option<&str>, known: &[String]) -> ActionResult {
+        let (output, offset_start, offset_end, omitted_bytes) = self.log.take_undelivered(known);
         ActionResult {
             state: self.state(cwd, bg_id),
             output,
@@ -344,13 +353,13 @@ mod tests {
         let path = tmp.path().join("exec-1.log");
         let mut log = OutputLog::new(Some(crate::guardian::journals::own_file(path.clone())));
         log.append(b"hello ");
-        assert_eq!(log.take_undelivered(), ("hello ".into(), 0, 6, 0));
+        assert_eq!(log.take_undelivered(&[]), ("hello ".into(), 0, 6, 0));
         log.append(b"world");
-        assert_eq!(log.take_undelivered(), ("world".into(), 6, 11, 0));
-        assert_eq!(log.take_undelivered().0, "");
+        assert_eq!(log.take_undelivered(&[]), ("world".into(), 6, 11, 0));
+        assert_eq!(log.take_undelivered(&[]).0, "");
         let big = vec![b'x'; 3 * WINDOW_BYTES];
         log.append(&big);
-        let (text, start, end, omitted) = log.take_undelivered();
+        let (text, start, end, omitted) = log.take_undelivered(&[]);
         assert_eq!(end, 11 + big.len() as u64);
         assert_eq!(omitted, start - 11);
         assert!(text.len() <= 2 * WINDOW_BYTES);
@@ -364,6 +373,37 @@ mod tests {
             log.read_from(0, usize::MAX).2 > 0,
             "skipped bytes are counted"
         );
+    }
+
+    /// A known secret on an unfinished last line (`printf %s "$TOKEN"`) is held back by
+    /// the masker, then written when an answer hands the range out and when the command
+    /// ends: masked with the session's known values there too, not the built-in rules only.
+    #[test]
+    fn a_known_secret_on_an_unfinished_line_is_masked_when_flushed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let value = format!("val-{}", "Qw7e".repeat(4));
+        let known = [value.clone()];
+        let path = tmp.path().join("exec-2.log");
+        let mut log = OutputLog::new(Some(crate::guardian::journals::own_file(path.clone())));
+        log.append_masking(format!("key {value}").as_bytes(), &known);
+        let (text, _, end, _) = log.take_undelivered(&known);
+        assert!(
+            text.contains(&value),
+            "the answer is redacted later, not here"
+        );
+        let journal = std::fs::read(&path).unwrap();
+        assert_eq!(journal.len() as u64, end, "the journal holds every byte");
+        assert_eq!(
+            journal,
+            format!("key {}", "*".repeat(value.len())).as_bytes()
+        );
+
+        let path = tmp.path().join("exec-3.log");
+        let journal = Some(crate::guardian::journals::own_file(path.clone()));
+        let mut e = Execution::new("e".into(), "printf".into(), journal);
+        e.log.append_masking(value.as_bytes(), &known);
+        e.finish(Some(0), &known);
+        assert_eq!(std::fs::read(&path).unwrap(), vec![b'*'; value.len()]);
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! finished executions of each kind stay on disk (late deletion only keeps more for a
 //! while); the spare segment made ahead and never used is deleted at shutdown.
 //!
-//! Secrets never reach a journal (issue 36 item 3, decision 039): every byte goes through
+//! Secrets never reach a journal (issue 36 item 3, decision 041): every byte goes through
 //! a `Masker`, which masks what the redaction rules find with `*` of the same length, so
 //! the journal is as long as the output and every offset stays true; what it holds back
 //! (an unfinished line) is written before the range is handed to a reader.
@@ -49,7 +49,7 @@ const MAX_CARRY_BYTES: usize = 16 * 1024;
 /// A private key's block whose END line has not come yet is held back up to this long.
 const MAX_KEY_HOLD_BYTES: usize = 64 * 1024;
 
-/// Masks secrets on their way into a journal (decision 039): complete lines are masked
+/// Masks secrets on their way into a journal (decision 041): complete lines are masked
 /// (`Redactor::mask`: same length, so every offset readers use still holds) and written;
 /// the unfinished last line, and a private key's block until its END line, wait in a
 /// carry for the next read. `flush` writes the carry as it is: before an answer hands
@@ -81,6 +81,7 @@ impl Masker {
     }
 
     /// Bytes waiting in the carry.
+    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.carry.len()
     }
@@ -112,19 +113,30 @@ impl Masker {
                 nl.map_or(region.len(), |nl| at + nl + 1)
             });
             let (upto, done) = line_end.map_or((region.len(), false), |e| (e, true));
-            for b in &mut region[..upto] {
-                if !matches!(*b, b'\n' | b'\r') {
-                    *b = b'*';
-                }
-            }
+            star(&mut region[..upto]);
             self.in_key = !done;
         }
-        let opens = redactor.open_private_key_bytes(region).is_some();
+        let open = redactor.open_private_key_bytes(region);
         redactor.mask(region, known);
-        self.in_key |= opens;
+        if let Some(at) = open {
+            // A block whose END line has not come: everything from its BEGIN line on is
+            // key (the PEM rule's no-END branch wants `\n` lines, and a PTY ends lines
+            // with `\r\n`), masked whole as the `in_key` branch masks the lines after it.
+            star(&mut region[at..]);
+            self.in_key = true;
+        }
         let written = file.write_all(&self.carry[..n]);
         self.carry.drain(..n);
         written
+    }
+}
+
+/// Every byte of `bytes` but line ends becomes `*` (a key's lines keep their count).
+fn star(bytes: &mut [u8]) {
+    for b in bytes {
+        if !matches!(*b, b'\n' | b'\r') {
+            *b = b'*';
+        }
     }
 }
 

@@ -194,7 +194,8 @@ fn secrets_are_masked_on_their_way_into_a_journal() {
 }
 
 /// A private key's block handed out before its END line (an answer while the command
-/// still prints) stays masked line by line until the END line comes.
+/// still prints) stays masked line by line until the END line comes. Lines end as a
+/// terminal ends them, `\r\n` (the PEM rule's no-END branch reads `\n` lines only).
 #[test]
 fn a_key_flushed_before_its_end_stays_masked_to_the_end() {
     let tmp = tempfile::tempdir().unwrap();
@@ -203,7 +204,7 @@ fn a_key_flushed_before_its_end_stays_masked_to_the_end() {
     let mut m = Masker::default();
     m.write(
         &file,
-        b"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2\n",
+        b"-----BEGIN RSA PRIVATE KEY-----\r\nMIIEpAIBAAKCAQEA3Tz2\r\n",
         &[],
     )
     .unwrap();
@@ -211,7 +212,7 @@ fn a_key_flushed_before_its_end_stays_masked_to_the_end() {
     m.flush(&file, &[]).unwrap();
     m.write(
         &file,
-        b"Zm9vYmFyYmF6cXV4\n-----END RSA PRIVATE KEY-----\nvisible again\n",
+        b"Zm9vYmFyYmF6cXV4\r\n-----END RSA PRIVATE KEY-----\r\nvisible again\r\n",
         &[],
     )
     .unwrap();
@@ -220,10 +221,38 @@ fn a_key_flushed_before_its_end_stays_masked_to_the_end() {
     for gone in ["MIIEp", "Zm9vYmFy", "BEGIN", "END"] {
         assert!(!journal.contains(gone), "{gone}: {journal}");
     }
-    assert!(journal.ends_with("\nvisible again\n"), "{journal}");
+    assert!(journal.ends_with("\r\nvisible again\r\n"), "{journal}");
 }
 
-/// What masking costs the guardian per byte of output (decision 039's figures):
+/// A key block longer than the masker holds back is written before its END line came:
+/// every line of it is masked, not only those the PEM rule reads as base64.
+#[test]
+fn a_key_longer_than_the_hold_is_masked_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("exec-t-3.log");
+    let file = create(&path).unwrap();
+    let mut m = Masker::default();
+    m.write(&file, b"-----BEGIN OPENSSH PRIVATE KEY-----\r\n", &[])
+        .unwrap();
+    let line = format!("{}\r\n", "QmFzZTY0Qm9keUxpbmU".repeat(4));
+    for _ in 0..(MAX_KEY_HOLD_BYTES / line.len() + 2) {
+        m.write(&file, line.as_bytes(), &[]).unwrap();
+    }
+    m.write(
+        &file,
+        b"-----END OPENSSH PRIVATE KEY-----\r\nafter\r\n",
+        &[],
+    )
+    .unwrap();
+    m.flush(&file, &[]).unwrap();
+    let journal = std::fs::read_to_string(&path).unwrap();
+    for gone in ["QmFzZTY0", "BEGIN", "END"] {
+        assert!(!journal.contains(gone), "{gone}");
+    }
+    assert!(journal.ends_with("\r\nafter\r\n"));
+}
+
+/// What masking costs the guardian per byte of output (decision 041's figures):
 /// `cargo test --release --lib masking_throughput -- --ignored --nocapture`.
 #[test]
 #[ignore]

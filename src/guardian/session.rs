@@ -188,7 +188,7 @@ impl Session {
             self.shell.ready = true;
             act.became_ready = true;
         } else if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
-            e.finish(Some(m.exit_code));
+            e.finish(Some(m.exit_code), self.secrets.values());
             act.fg_finished = true;
         }
     }
@@ -200,7 +200,7 @@ impl Session {
         self.shell.exit_code = pty::try_reap(self.shell.pid);
         if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
             e.shell_died = true;
-            e.finish(None);
+            e.finish(None, self.secrets.values());
         }
         self.activity.bump();
         Activity {
@@ -240,7 +240,7 @@ impl Session {
                         b.exec.log.append_masking(bytes, secrets.values());
                     });
                 }
-                b.exec.finish(Some(code));
+                b.exec.finish(Some(code), self.secrets.values());
                 b.finished_at_ms = Some(unix_ms());
                 b.screen = None;
                 super::slots::release(&super::slots::dir_for(&self.spec.session_dir), b.pid);
@@ -432,14 +432,14 @@ impl Session {
         let cwd = self.cwd.clone();
         match bg_id {
             Some(id) => match self.bg.get_mut(id) {
-                Some(b) => Response::Action(b.exec.deliver(&cwd, Some(id))),
+                Some(b) => Response::Action(b.exec.deliver(&cwd, Some(id), self.secrets.values())),
                 None => {
                     Response::Error(GuardianError::NoSuchBackgroundCommand { bg_id: id.into() })
                 }
             },
             None => match self.fg.as_mut() {
                 Some(e) => {
-                    let mut r = e.deliver(&cwd, None);
+                    let mut r = e.deliver(&cwd, None, self.secrets.values());
                     if !self.shell.alive {
                         r.state.process_status = ProcessStatus::ShellExited;
                     }
@@ -500,7 +500,7 @@ impl Session {
         self.kill_shell();
         if let Some(e) = self.fg.as_mut().filter(|e| !e.finished()) {
             e.shell_died = true;
-            e.finish(None);
+            e.finish(None, self.secrets.values());
         }
         self.pending.clear();
         self.shell = shell::start(&self.spec, &new_nonce())?;
@@ -576,7 +576,7 @@ impl Session {
         for b in self.bg.values_mut().filter(|b| !b.exec.finished()) {
             pty::signal_group(b.pid, nix::libc::SIGKILL);
             let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(b.pid), None);
-            b.exec.finish(None);
+            b.exec.finish(None, self.secrets.values());
             super::slots::release(&slots, b.pid);
         }
     }

@@ -210,7 +210,7 @@ fn capture(
     let raw = match read_journal(r.journal_path.as_deref(), from, want) {
         Some(raw) if !raw.is_empty() => raw,
         // The guardian holds a running command's unfinished line back from the journal
-        // until an answer hands the range out or the command ends (decision 039).
+        // until an answer hands the range out or the command ends (decision 041).
         Some(_) if !finished => return Ok(false),
         _ => {
             // The journal is gone (retired or deleted) or cannot be read: a gap.
@@ -341,7 +341,7 @@ mod tests {
     }
 
     /// The guardian holds a running command's unfinished line back from its journal
-    /// (decision 039): a journal shorter than the facts' count is waited for, not a gap.
+    /// (decision 041): a journal shorter than the facts' count is waited for, not a gap.
     #[test]
     fn a_journal_behind_a_running_command_is_waited_for() {
         let dir = tempfile::tempdir().unwrap();

@@ -186,7 +186,7 @@ fn masked(text: &[u8], known: &[String]) -> Vec<u8> {
     bytes
 }
 
-/// Journals are masked in place (decision 039): same length, the context kept, and
+/// Journals are masked in place (decision 041): same length, the context kept, and
 /// nothing left that redaction would still replace.
 #[test]
 fn masking_keeps_the_length_and_leaves_nothing_to_redact() {

@@ -1,5 +1,5 @@
 //! No secret a command prints stays readable in winx's state directory (issue 36 item 3,
-//! decision 039): the guardian's journals are masked as they are written, the history
+//! decision 041): the guardian's journals are masked as they are written, the history
 //! (`winx.db`) keeps redacted text, and spill files are redacted. A command prints four
 //! canaries (a GitHub token, an AWS key id, `password=…` and a PEM private key block),
 //! built from pieces so the command line itself holds none; once it finished and its
