@@ -55,8 +55,8 @@ impl OutputLog {
         log
     }
 
-    /// `append_masking` with no known secret values (the built-in rules only).
-    #[cfg(test)]
+    /// `append_masking` with no known secret values: for a log without a journal (the
+    /// session's transcript), where nothing is masked.
     pub fn append(&mut self, bytes: &[u8]) {
         self.append_masking(bytes, &[]);
     }
