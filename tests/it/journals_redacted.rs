@@ -116,3 +116,46 @@ fn no_canary_stays_in_the_state_directory_daemon() {
 fn no_canary_stays_in_the_state_directory_embedded() {
     no_canary_stays("embedded");
 }
+
+/// Every file under `state` that holds `needle`.
+fn files_holding(state: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    files_under(state, &mut files);
+    files.retain(|f| {
+        std::fs::read(f).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+    });
+    files
+}
+
+/// A secret the session knows (from the starting environment), printed with no newline
+/// after it: the masker holds the unfinished line back and writes it when the answer
+/// hands the range out and when the command ends, masked with the known values there too
+/// (review of decision 041: it was written with the built-in rules only, in clear). A
+/// foreground command and a background one (its own journal, ended by the reaper).
+#[test]
+fn a_known_secret_on_an_unfinished_last_line_stays_out_of_the_journals() {
+    let value = format!("kv-{}", "Jt5r".repeat(6));
+    let mut a = spawn_with("daemon", &[("MY_API_KEY", &value)]);
+    let s = a.first_call();
+    let r = a.bash(&s, json!({"command": "printf %s \"$MY_API_KEY\""}));
+    assert_eq!(sc(&r)["data"]["exit_code"], 0, "{r}");
+    assert!(!text(&r).contains(&value), "the answer shows it: {r}");
+    until_recorded(&mut a, &s, &id_of(&r));
+    let r = a.bash(
+        &s,
+        json!({"command": "printf 'bg %s' \"$MY_API_KEY\"", "is_background": true}),
+    );
+    let bg = sc(&r)["data"]["state"]["bg_command_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = a.bash_with(
+        &s,
+        json!({"status_check": true, "bg_command_id": bg}),
+        json!({"wait_for_seconds": 10}),
+    );
+    assert_eq!(sc(&r)["data"]["state"]["process_status"], "exited", "{r}");
+    until_recorded(&mut a, &s, &id_of(&r));
+    let found = files_holding(&a.state, &value);
+    assert!(found.is_empty(), "the known secret in {found:?}");
+}
