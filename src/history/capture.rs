@@ -95,7 +95,7 @@ pub fn apply(
             table::update(c, &r)?;
             applied.changed = true;
         }
-        if r.process_status == ProcessStatus::Running || r.output_pending {
+        if r.is_open() {
             applied.open += 1;
         }
     }

@@ -172,7 +172,7 @@ impl Catalog {
     pub fn get(&self, id: &str) -> Result<Record, CatalogError> {
         let deadline = self.synced()?;
         let r = self.find(id)?;
-        if !open(&r) {
+        if !r.is_open() {
             return Ok(r);
         }
         let client = GuardianClient::new(std::path::Path::new(&r.socket));
@@ -219,7 +219,7 @@ impl Catalog {
         let mut refresh_errors: BTreeMap<String, String> = BTreeMap::new();
         let mut refreshed = HashSet::new();
         for r in before.values().flatten() {
-            if open(r) && refreshed.insert(r.guardian.clone()) {
+            if r.is_open() && refreshed.insert(r.guardian.clone()) {
                 let client = GuardianClient::new(std::path::Path::new(&r.socket));
                 if let Err(e) = self.open.refresh(&client, deadline) {
                     refresh_errors.insert(r.guardian.clone(), e);
@@ -272,7 +272,3 @@ impl Catalog {
     }
 }
 
-/// Still running or still capturing output: a guardian may know more than the catalog.
-pub(super) fn open(r: &Record) -> bool {
-    r.process_status == ProcessStatus::Running || r.output_pending
-}

@@ -6,7 +6,7 @@
 //! since the cursor's snapshot answers `resync_required` from the new snapshot's start.
 
 use super::cursor::{Key, Kind};
-use crate::store::history::{self as table, ProcessStatus, Record};
+use crate::store::history::{self as table, Record};
 use rusqlite::Connection;
 
 /// What a page reads.
@@ -201,7 +201,7 @@ fn output(
     let text = utf8_prefix(&bytes[lead..]);
     let start = offset + lead as u64;
     let next = start + text.len() as u64;
-    let live = r.process_status == ProcessStatus::Running || r.output_pending;
+    let live = r.is_open();
     let next_cursor = key.seal(
         scope,
         &Kind::Page {

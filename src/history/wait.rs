@@ -149,7 +149,7 @@ impl Catalog {
             if !watched {
                 // Records another adapter admitted: watch their guardians from here too.
                 for r in records.iter().filter_map(|(_, r)| r.as_ref()) {
-                    if super::catalog::open(r) {
+                    if r.is_open() {
                         self.open.watch(&r.guardian, &r.socket);
                     }
                 }

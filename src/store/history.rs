@@ -153,6 +153,13 @@ pub struct Record {
     pub changed_seq: i64,
 }
 
+impl Record {
+    /// Still running or still capturing output: its guardian may know more than this row.
+    pub fn is_open(&self) -> bool {
+        self.process_status == ProcessStatus::Running || self.output_pending
+    }
+}
+
 const COLUMNS: &str = "id, principal, thread_id, workspace_root, execution_id, guardian,
     session_key, socket, bg_command_id, command, cwd, process_status, exit_code, unknown_reason,
     first_at_ms, observed_at_ms, finished_at_ms, expires_at_ms, activity_seq,
