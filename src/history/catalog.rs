@@ -271,4 +271,3 @@ impl Catalog {
         Ok((out, self.position(c)?))
     }
 }
-
