@@ -96,7 +96,7 @@ SUBMAKE := $(MAKE)
 test:
 	@WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) \
 		WINX_TEST_HOSTS=$(abspath $(HOSTS)) CARGO="$(CARGO)" MAKE="$(SUBMAKE)" \
-		tests/make_test.sh lint venv node-sdk hosts shells browser ctags
+		tests/make_test.sh lint -- venv node-sdk hosts shells browser ctags
 
 bench: hosts
 	$(CARGO) bench --bench stdio

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# `make test`: every step named on the command line (a make target: lint, the installs),
-# then every test of every binary (`cargo test --no-fail-fast`), each run even when an
-# earlier one failed, so one failure never hides the rest. The last line sums them up:
+# `make test`: every step, then every test of every binary (`cargo test --no-fail-fast`), each
+# run even when an earlier one failed, so one failure never hides the rest.
+#
+#   tests/make_test.sh STEP... [-- INSTALL...]
+#
+# STEPs (make targets: lint) run in order. INSTALLs (make targets that install what the tests
+# drive: pip, npm, apt) run one after another in the background, alongside the STEPs and the
+# test build (network and disk beside compilation), each into target/install-NAME.log, shown
+# when the build is done; the tests start after the last install. When an install may need
+# a password (not root, and sudo asks for one), the installs run first, in the foreground.
+# The last line sums everything up:
 #
 #   N passed, N failed, N ignored
 #
@@ -17,13 +25,66 @@ cargo=${CARGO:-cargo}
 make=${MAKE:-make}
 log=target/test-output.log
 failed_steps=()
+steps=()
+installs=()
+while [ $# -gt 0 ]; do
+    if [ "$1" = -- ]; then
+        shift
+        installs=("$@")
+        break
+    fi
+    steps+=("$1")
+    shift
+done
+# A checkout's first build has no incremental state to reuse, and building that state costs
+# our three large crates (the library, its unit tests, the test crate) about half again as
+# much CPU: the first `make test` of a checkout builds without it (decision 045). Later runs
+# find target/debug and build incrementally (the first of them rebuilds our crates once,
+# then an edit costs seconds).
+if [ ! -d "${CARGO_TARGET_DIR:-target}/debug" ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+    export CARGO_INCREMENTAL=0
+fi
+mkdir -p target
 
-for step in "$@"; do
+# Each install into its own log; the names of those that failed into target/install-failed.
+run_installs() {
+    local step
+    for step in "$@"; do
+        "$make" --no-print-directory "$step" >"target/install-$step.log" 2>&1 \
+            || echo "$step" >>target/install-failed
+    done
+}
+rm -f target/install-failed
+installs_pid=
+if [ ${#installs[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
+        echo "installing in the background: ${installs[*]}" >&2
+        run_installs "${installs[@]}" &
+        installs_pid=$!
+    else
+        steps=("${installs[@]}" "${steps[@]}")
+    fi
+fi
+
+for step in "${steps[@]}"; do
     "$make" --no-print-directory "$step" || failed_steps+=("$step")
 done
 
-mkdir -p target
-"$cargo" test --no-fail-fast 2>&1 | tee "$log"
+"$cargo" test --no-run 2>&1 | tee "$log"
+if [ -n "$installs_pid" ]; then
+    wait "$installs_pid"
+    for step in "${installs[@]}"; do
+        if [ -s "target/install-$step.log" ]; then
+            echo "--- make $step (target/install-$step.log)"
+            cat "target/install-$step.log"
+        fi
+    done
+    if [ -f target/install-failed ]; then
+        while read -r step; do failed_steps+=("$step"); done <target/install-failed
+    fi
+fi
+
+"$cargo" test --no-fail-fast 2>&1 | tee -a "$log"
 cargo_status=${PIPESTATUS[0]}
 
 # Each test binary (cargo's "Running" or "Doc-tests" line) ends with a "test result:"
