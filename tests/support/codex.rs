@@ -197,6 +197,9 @@ pub fn last_user_text(req: &Request) -> String {
 /// machine takes a few seconds; only a hang comes near this).
 const TUI_START: Duration = Duration::from_secs(60);
 
+/// How long one Ctrl-C of [`Tui::quit`] waits for the TUI to exit before the next one.
+const QUIT_STEP: Duration = Duration::from_secs(1);
+
 /// A winx session (daemon runtime) running the real Codex TUI in its PTY, with Codex's
 /// default settings except the model provider: a scripted Responses API on loopback
 /// (no retries, so a model failure ends the turn at once), and the workspace trusted.
@@ -263,15 +266,22 @@ impl Tui {
     }
 
     /// End the TUI (Ctrl-C, repeated while it asks to confirm) and wait for its exit.
+    /// Each Ctrl-C waits at most [`QUIT_STEP`] for the exit (a status check returns at
+    /// the exit): after a turn Codex may first ask what to do with a "still running"
+    /// task, and the next Ctrl-C closes that question; the default status wait (10 s)
+    /// would be paid at every such step.
     pub fn quit(&mut self) {
         let s = self.s.clone();
         let d = Deadline::after("codex quits", TUI_START);
+        let step = json!({"wait_for_seconds": QUIT_STEP.as_secs_f64()});
         eventually(
             d,
             "the TUI exited",
             || {
                 self.a.bash(&s, json!({"send_specials": ["Ctrl-c"]}));
-                let r = self.a.bash(&s, json!({"status_check": true}));
+                let r = self
+                    .a
+                    .bash_with(&s, json!({"status_check": true}), step.clone());
                 sc(&r)["data"]["state"]["process_status"].clone()
             },
             |st| st == "exited",
@@ -305,10 +315,16 @@ impl Tui {
     }
 
     /// Bytes to the TUI as one write each (one key at a time is typing, not a paste).
+    /// Each call answers at once (`wait_for_seconds: 0`): the caller waits on the screen
+    /// for what the keys mean, not on the default input settle (300 ms of quiet) per key.
     pub fn keys(&mut self, bytes: &[u8]) {
         let s = self.s.clone();
         for b in bytes {
-            self.a.bash(&s, json!({"send_ascii": [b]}));
+            self.a.bash_with(
+                &s,
+                json!({"send_ascii": [b]}),
+                json!({"wait_for_seconds": 0}),
+            );
         }
     }
 
