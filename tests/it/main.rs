@@ -51,6 +51,7 @@ mod interop_http;
 mod interop_ts;
 mod journals_redacted;
 mod operator;
+mod permits_carry;
 mod permits_restart;
 mod policy;
 mod prompts_resources;
