@@ -114,10 +114,17 @@ impl Claude {
         )
     }
 
+    /// Bytes as one write each (typing, not a paste), each answered at once
+    /// (`wait_for_seconds: 0`): the test waits on the screen, not on the default input
+    /// settle (300 ms of quiet) per key.
     fn keys(&mut self, bytes: &[u8]) {
         let s = self.s.clone();
         for b in bytes {
-            self.a.bash(&s, json!({"send_ascii": [b]}));
+            self.a.bash_with(
+                &s,
+                json!({"send_ascii": [b]}),
+                json!({"wait_for_seconds": 0}),
+            );
         }
     }
 
