@@ -178,28 +178,44 @@ fn the_seeds_flat_herdr_read_works_verbatim() {
 
 /// Issue 37 item 4: a wait without a timeout (or with `null`) takes the local profile's
 /// 5 s (it took 10 s), reports it as `effectiveWait`, and its `nextAction` repeats the wait
-/// from the new baseline with the same timeout and events.
+/// from the new baseline with the same timeout and events. The default is waited out once
+/// (no timeout); `null` shows the same allowance on a wait a change ends at once.
 #[test]
 fn a_default_wait_takes_five_seconds_locally_and_says_how_to_repeat_it() {
     let mut a = spawn_with("embedded", &[]);
     let s = a.first_call();
     let id = id_of(&a.bash(&s, json!({"command": "echo done"})));
     until_recorded(&mut a, &s, &id);
-    for timeout in [None, Some(Value::Null)] {
-        let mut action = json!({"type": "wait", "execution_ids": [id], "events": ["exited"]});
+    // A baseline before a second command's exit: a wait after it ends at that exit.
+    let poll = json!({"type": "wait", "execution_ids": [id], "timeout_seconds": 0});
+    let before = sc(&exec(&mut a, &s, poll))["data"]["catalog_cursor"].clone();
+    assert!(before.is_string(), "{before}");
+    let id2 = id_of(&a.bash(&s, json!({"command": "echo again"})));
+    until_recorded(&mut a, &s, &id2);
+    for (timeout, target, after) in [(None, &id, None), (Some(Value::Null), &id2, Some(before))] {
+        let mut action = json!({"type": "wait", "execution_ids": [target], "events": ["exited"]});
         if let Some(t) = &timeout {
             action["timeout_seconds"] = t.clone();
+        }
+        if let Some(c) = &after {
+            action["after"] = c.clone();
         }
         let started = std::time::Instant::now();
         let r = exec(&mut a, &s, action);
         let took = started.elapsed();
         let v = sc(&r);
-        assert_eq!(v["data"]["outcome"], "timeout", "{r}");
-        assert!(
-            took >= std::time::Duration::from_millis(4500)
-                && took < std::time::Duration::from_secs(8),
-            "{timeout:?}: waited {took:?}"
-        );
+        if after.is_none() {
+            // Nothing of `id` changes after the wait's first read: the whole default passes.
+            assert_eq!(v["data"]["outcome"], "timeout", "{r}");
+            assert!(
+                took >= std::time::Duration::from_millis(4500)
+                    && took < std::time::Duration::from_secs(8),
+                "{timeout:?}: waited {took:?}"
+            );
+        } else {
+            assert_eq!(v["data"]["outcome"], "changed", "{r}");
+            assert_eq!(v["data"]["changed"][0]["execution_id"], id2.as_str(), "{r}");
+        }
         let w = &v["data"]["effectiveWait"];
         assert_eq!(w["timeout_seconds"], 5.0, "{r}");
         assert_eq!(w["source"], "profile_default", "{r}");
@@ -211,7 +227,7 @@ fn a_default_wait_takes_five_seconds_locally_and_says_how_to_repeat_it() {
         assert_eq!(args["workspace_root"], s["data"]["workspace_root"], "{r}");
         assert_eq!(
             args["action"],
-            json!({"type": "wait", "execution_ids": [id], "events": ["exited"],
+            json!({"type": "wait", "execution_ids": [target], "events": ["exited"],
                    "after": v["data"]["catalog_cursor"], "timeout_seconds": 5.0}),
             "{r}"
         );
@@ -220,7 +236,7 @@ fn a_default_wait_takes_five_seconds_locally_and_says_how_to_repeat_it() {
             "Execution",
             json!({"thread_id": args["thread_id"],
             "workspace_root": args["workspace_root"],
-            "action": {"type": "wait", "execution_ids": [id], "after": args["action"]["after"],
+            "action": {"type": "wait", "execution_ids": [target], "after": args["action"]["after"],
                        "timeout_seconds": 0}}),
         );
         assert_eq!(sc(&r)["data"]["outcome"], "timeout", "{r}");
