@@ -203,6 +203,36 @@ fn many_distinct_names_are_folded_into_an_other_row() {
     assert!(peak < 64 * 1024, "the report reached {peak} KiB");
 }
 
+/// A log of 1,000,000 `tool_started` lines whose `tool_call` never comes (a crash, a cut
+/// or crafted log), then 10 calls: `--last 10` reports those 10 and its peak stays small.
+/// Before the fix the counting pass held every orphan's id and position (~40 B a line:
+/// its peak grew by tens of MiB); now it follows at most 65,536 open calls.
+#[test]
+fn orphan_auxiliary_lines_do_not_grow_the_last_window() {
+    const ORPHANS: usize = 1_000_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let orphans = (0..ORPHANS)
+        .map(|i| format!(r#"{{"ts_ms":{i},"event":"tool_started","usage_call_id":"o{i}"}}"#));
+    let calls: Vec<String> = (0..10)
+        .map(|i| tool_call(ORPHANS as i64 + i, "ReadFiles"))
+        .collect();
+    let small = tmp.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let small = write_log(&small, calls.clone());
+    let (_, base) = report_measured(&["--log", &small, "--last", "10"]);
+    let log = write_log(tmp.path(), orphans.chain(calls));
+    let (out, peak) = report_measured(&["--log", &log, "--last", "10"]);
+    let r: Value = serde_json::from_slice(ok(&out)).unwrap();
+    assert_eq!(r["counts"]["toolCalls"], 10, "{}", r["counts"]);
+    assert_eq!(r["source"]["linesSeen"], (ORPHANS + 10) as u64);
+    eprintln!("{ORPHANS} orphan lines: --last 10 peak RSS {peak} KiB ({base} KiB for 10 lines)");
+    // The cap's map and queue and a byte per line: ~10 MiB; all the orphans: over 40 MiB.
+    assert!(
+        peak < base + 20 * 1024,
+        "the report reached {peak} KiB, {base} KiB without the orphans"
+    );
+}
+
 /// Issue 36 item 8: a FIFO given as `--log`, or named like a rotated sibling of the log,
 /// is listed as unreadable (not a regular file) instead of blocking the report in `open`;
 /// the regular files beside it are still read. A symbolic link is not followed.

@@ -140,6 +140,50 @@ struct Entry {
     id: u64,
 }
 
+/// At most this many calls are followed between their first auxiliary line and their
+/// `tool_call`: in-flight calls are bounded by the server's workers, so more open ids
+/// mean `tool_call` lines that never came (a crash, a cut or crafted log).
+const MAX_OPEN_CALLS: usize = 1 << 16;
+
+/// The first auxiliary position of each call whose `tool_call` is not read yet, by hashed
+/// id, holding at most `MAX_OPEN_CALLS` ids: past that the oldest opened is forgotten (its
+/// `tool_call`, if it comes, then owns no earlier auxiliary line).
+#[derive(Default)]
+struct OpenCalls {
+    first: HashMap<u64, Pos>,
+    /// Ids in the order they opened, with that position; an entry whose id has since
+    /// closed (or reopened elsewhere) is stale and skipped.
+    order: VecDeque<(u64, Pos)>,
+}
+
+impl OpenCalls {
+    fn open(&mut self, id: u64, pos: Pos) {
+        if self.first.contains_key(&id) {
+            return;
+        }
+        // Stale entries go before the queue would grow past twice the cap (amortised: a
+        // sweep leaves at most `MAX_OPEN_CALLS`).
+        if self.order.len() >= 2 * MAX_OPEN_CALLS {
+            let first = &self.first;
+            self.order.retain(|(id, at)| first.get(id) == Some(at));
+        }
+        while self.first.len() >= MAX_OPEN_CALLS {
+            let Some((old, at)) = self.order.pop_front() else {
+                break;
+            };
+            if self.first.get(&old) == Some(&at) {
+                self.first.remove(&old);
+            }
+        }
+        self.first.insert(id, pos);
+        self.order.push_back((id, pos));
+    }
+
+    fn close(&mut self, id: u64) -> Option<Pos> {
+        self.first.remove(&id)
+    }
+}
+
 /// Where the last N selected lines start, from the counting pass, and which auxiliary
 /// lines before that start belong to calls ending in the window.
 struct Window {
@@ -157,9 +201,9 @@ impl Window {
     fn plan(files: &[(PathBuf, File)], filters: &Filters, n: u64) -> Window {
         let mut classes = Vec::with_capacity(files.len());
         // The last N selected lines (N bounds the memory), and the first auxiliary line of
-        // each call whose terminal line is not read yet, by hashed call id.
+        // each call whose terminal line is not read yet (at most `MAX_OPEN_CALLS`).
         let mut selected: VecDeque<Entry> = VecDeque::new();
-        let mut open: HashMap<u64, Pos> = HashMap::new();
+        let mut open = OpenCalls::default();
         let ids = RandomState::new();
         for (fi, (_, f)) in files.iter().enumerate() {
             let mut c = Vec::new();
@@ -174,10 +218,10 @@ impl Window {
                         let mut first_aux = pos;
                         match (k, id) {
                             (_, Some(id)) if k.auxiliary() => {
-                                open.entry(id).or_insert(pos);
+                                open.open(id, pos);
                             }
                             (Kind::ToolCall, Some(id)) => {
-                                first_aux = open.remove(&id).unwrap_or(pos);
+                                first_aux = open.close(id).unwrap_or(pos);
                             }
                             _ => {}
                         }
@@ -401,6 +445,36 @@ pub fn run(args: &ReportArgs, configured: Option<&Path>, now_ms: i64) -> Result<
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// Orphan auxiliary lines (no `tool_call` ever) keep at most `MAX_OPEN_CALLS` ids, the
+    /// oldest opened forgotten first; ids closed meanwhile neither count nor evict.
+    #[test]
+    fn open_calls_are_capped_oldest_first() {
+        let mut o = OpenCalls::default();
+        o.open(0, (0, 0));
+        for i in 1..=MAX_OPEN_CALLS as u64 * 3 {
+            o.open(i, (0, i as usize));
+            if i % 2 == 0 {
+                o.close(i);
+            }
+        }
+        assert_eq!(o.first.len(), MAX_OPEN_CALLS);
+        assert!(o.order.len() <= 2 * MAX_OPEN_CALLS);
+        assert_eq!(o.close(0), None, "the oldest is forgotten");
+        let last = MAX_OPEN_CALLS as u64 * 3 - 1;
+        assert_eq!(o.close(last), Some((0, last as usize)));
+        let mut few = OpenCalls::default();
+        for i in 0..MAX_OPEN_CALLS as u64 * 3 {
+            few.open(i, (0, i as usize));
+            few.close(i);
+        }
+        few.open(u64::MAX, (1, 0));
+        assert_eq!(
+            few.close(u64::MAX),
+            Some((1, 0)),
+            "closed ids evict nothing"
+        );
+    }
 
     #[test]
     fn lines_are_split_bounded_and_the_last_one_needs_no_newline() {
