@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// Largest file the engine edits in memory.
 pub const MAX_EDIT_FILE_BYTES: u64 = 32 * 1024 * 1024;
 /// Lines of unified diff included in an answer; the rest is summarised.
-const MAX_DIFF_LINES: usize = 60;
+pub const MAX_DIFF_LINES: usize = 60;
 
 #[derive(Clone, Debug)]
 pub enum Op {
@@ -265,8 +265,18 @@ fn plan_one(ctx: &EditContext, edit: &FileEdit) -> Result<Planned, PlanError> {
             for p in patches {
                 permit(p.span(), "patch only lines you have read at this revision")?;
             }
-            let lines = line_count(&new).max(1);
-            (new, vec![(1, lines)])
+            // The lines the patches wrote, in the new content's numbering.
+            let mut touched = Vec::new();
+            let mut delta = 0isize;
+            for p in patches {
+                let n = line_count(&p.replacement);
+                let start = (p.start_line as isize + delta) as usize;
+                if n > 0 {
+                    touched.push((start, start + n - 1));
+                }
+                delta += n as isize - p.delete_lines as isize;
+            }
+            (new, touched)
         }
     };
     let new_revision = revision(new.as_bytes());
@@ -533,13 +543,8 @@ fn publish(planned: &[Planned], staged: Vec<atomic::Staged>) -> Result<(), Parti
 pub fn unified_diff(path: &Path, old: &str, new: &str) -> String {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
-    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let tail = a[head..]
-        .iter()
-        .rev()
-        .zip(b[head..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
+    // The same split as the permits carried over the edit (`Coverage::carry`).
+    let (head, tail) = crate::files::coverage::split(old, new);
     let (old_mid, new_mid) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
     let ctx_start = head.saturating_sub(2);
     let mut out = format!(

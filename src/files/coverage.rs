@@ -3,7 +3,8 @@
 //! Each session has its own `Coverage` (held by the tools' session-state registry).
 //!
 //! Invariant: coverage is only ever granted by a successful read or by the session's own
-//! committed edit. It lives in adapter memory; reads are also written to the state store
+//! committed change of the file (an edit or an undo: `carry`, which keeps what was read
+//! outside the change and adds what the session wrote or was shown). It lives in adapter memory; reads are also written to the state store
 //! (`store::permits`, by the tools), and a miss here — no permit for the current revision,
 //! as after an adapter restart or an eviction — loads the stored one through `hydrate`,
 //! which adopts it only when its revision is exactly the one wanted.
@@ -43,6 +44,22 @@ struct Files {
     seq: u64,
 }
 
+/// How `new` differs from `old`, as the edits' diffs show it: the first `head` lines and
+/// the last `tail` lines are unchanged (the tail moved by the change in length); the
+/// lines between are the change. Returns (head, tail); they never overlap.
+pub fn split(old: &str, new: &str) -> (usize, usize) {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a[head..]
+        .iter()
+        .rev()
+        .zip(b[head..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    (head, tail)
+}
+
 /// The parts of `wanted` not inside `covered`.
 pub fn missing(covered: &[(usize, usize)], wanted: (usize, usize)) -> Vec<(usize, usize)> {
     let mut gaps = Vec::new();
@@ -72,8 +89,47 @@ impl Coverage {
     /// Record that the session read `range` of `path` at `revision`. A new revision
     /// replaces what was known of the old one.
     pub fn grant(&self, path: &Path, revision: &str, range: (usize, usize)) {
+        Self::grant_locked(&mut self.inner.lock(), path, revision, &[range]);
+    }
+
+    /// The session changed `path` itself (an edit it committed, or an undo), from `old`
+    /// at `old_revision` to `new` at `new_revision`. Its permit at the new revision is
+    /// what it held at the old one outside the change (the unchanged first and last
+    /// lines, `split`, moved with the change), plus `known`: lines of the new content it
+    /// knows otherwise (wrote, or was shown), in the new numbering. What it held of another
+    /// revision carries nothing; lines it never read stay unread.
+    pub fn carry(
+        &self,
+        path: &Path,
+        (old_revision, old): (&str, &str),
+        (new_revision, new): (&str, &str),
+        known: &[(usize, usize)],
+    ) {
+        let (head, tail) = split(old, new);
+        let (old_len, new_len) = (old.lines().count(), new.lines().count());
         let mut guard = self.inner.lock();
-        let all = &mut *guard;
+        let held = match guard.entries.get(path) {
+            Some(e) if e.revision == old_revision => e.ranges.clone(),
+            _ => Vec::new(),
+        };
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let clip = |(a, b): (usize, usize), (lo, hi): (usize, usize)| {
+            let (a, b) = (a.max(lo), b.min(hi));
+            (a <= b).then_some((a, b))
+        };
+        for &r in &held {
+            ranges.extend(clip(r, (1, head)));
+            // Old tail lines keep their distance from the end.
+            if let Some((a, b)) = clip(r, (old_len - tail + 1, old_len)) {
+                ranges.push((a + new_len - old_len, b + new_len - old_len));
+            }
+        }
+        ranges.extend(known.iter().filter_map(|&r| clip(r, (1, new_len.max(1)))));
+        // At a new revision this starts from nothing: what was held is carried above.
+        Self::grant_locked(&mut guard, path, new_revision, &ranges);
+    }
+
+    fn grant_locked(all: &mut Files, path: &Path, revision: &str, ranges: &[(usize, usize)]) {
         all.seq += 1;
         let seq = all.seq;
         let files = &mut all.entries;
@@ -89,9 +145,7 @@ impl Coverage {
             e.saved_at_ms = None;
         }
         let mut r = e.ranges.clone();
-        if range.0 <= range.1 {
-            r.push(range);
-        }
+        r.extend(ranges.iter().filter(|r| r.0 <= r.1));
         let merged = merge(&r);
         if merged != e.ranges {
             e.ranges = merged;

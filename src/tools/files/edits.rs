@@ -1,5 +1,5 @@
 //! Running edits through the engine for any edit tool: lock the targets, plan, commit,
-//! renew the read permit, count SEARCH conflicts, and run the optional verification
+//! carry the read permit over the change (`permits::after_change`), count SEARCH conflicts, and run the optional verification
 //! command.
 //!
 //! Invariant: plan and commit of a file happen under its `edit::lock` lock, shared with
@@ -119,9 +119,10 @@ fn run_once(
     let mut files = Vec::new();
     for p in &planned {
         state.conflicts.lock().clear(&p.path.to_string_lossy());
-        for r in &p.touched {
-            state.coverage.grant(&p.path, &p.new_revision, *r);
-        }
+        let written = super::permits::Change::Edit {
+            written: &p.touched,
+        };
+        super::permits::after_change(&state.coverage, &p.path, &p.old, p.new.as_bytes(), written);
         let verb = if p.existed { "Edited" } else { "Created" };
         text.push_str(&format!(
             "{verb} {} ({})\n{}",

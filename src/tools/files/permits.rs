@@ -1,12 +1,14 @@
 //! Read permits in the state store (`store::permits`): written once per `ReadFiles` call,
 //! looked up only when the session's in-memory coverage misses (after an adapter restart
-//! or an eviction).
+//! or an eviction); and the one rule for the permit after the session's own change of a
+//! file (`after_change`, every edit tool and `UndoEdit`).
 //!
 //! Invariant: a store failure never fails a read or grants an edit; it only costs a
 //! `needs_read` later (logged).
 
 use crate::deadline::unix_ms;
-use crate::files::coverage::Coverage;
+use crate::edit::engine::{MAX_DIFF_LINES, revision};
+use crate::files::coverage::{Coverage, split};
 use crate::store::permits::StoredPermit;
 use crate::tools::ToolContext;
 use std::path::{Path, PathBuf};
@@ -65,4 +67,53 @@ pub fn save(ctx: &ToolContext, thread_id: &str, coverage: &Coverage, paths: &[Pa
         }
         Err(e) => log::warn!("storing read permits: {e}"),
     }
+}
+
+/// How the session changed a file itself.
+pub enum Change<'a> {
+    /// A committed edit: `written` are the lines its operations produced (the engine's
+    /// `touched`, new numbering); its answer showed the diff.
+    Edit { written: &'a [(usize, usize)] },
+    /// An undo: it restored its own checkpoint's bytes, the lines its edit had replaced
+    /// (that edit's answer showed them as removed). No diff is shown.
+    Undo,
+}
+
+/// The one rule for the session's permit after it changed `path` from `old` to `new`
+/// (every edit tool and `UndoEdit`; decision 045): at the new revision it holds what it
+/// held at the old revision outside the change (moved with it), the lines of the change
+/// it wrote (an undo: all of them), and the lines the edit's diff showed (its context
+/// lines and the `+` lines within `MAX_DIFF_LINES`). Lines it never read or saw stay
+/// unread; a file changed by someone else is a revision it holds nothing of. Memory only:
+/// edits write no permit rows (decision 021).
+pub fn after_change(coverage: &Coverage, path: &Path, old: &[u8], new: &[u8], change: Change) {
+    let (old_text, new_text) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
+    let (head, tail) = split(&old_text, &new_text);
+    let (old_len, new_len) = (old_text.lines().count(), new_text.lines().count());
+    // The change, in each content's numbering (possibly empty).
+    let (old_mid, new_mid) = (old_len - head - tail, new_len - head - tail);
+    let change_range = (head + 1, head + new_mid);
+    let mut known: Vec<(usize, usize)> = Vec::new();
+    match change {
+        Change::Undo => known.push(change_range),
+        Change::Edit { written } => {
+            known.extend(written.iter().filter_map(|&(a, b)| {
+                let (a, b) = (a.max(change_range.0), b.min(change_range.1));
+                (a <= b).then_some((a, b))
+            }));
+            // The diff's layout (`engine::unified_diff`): up to two context lines, the
+            // removed lines, then the added ones, cut after `MAX_DIFF_LINES`.
+            let context = head - head.saturating_sub(2);
+            let shown_context = context.min(MAX_DIFF_LINES);
+            known.push((head - context + 1, head - context + shown_context));
+            let room = MAX_DIFF_LINES.saturating_sub(context + old_mid);
+            known.push((head + 1, head + new_mid.min(room)));
+        }
+    }
+    coverage.carry(
+        path,
+        (&revision(old), &old_text),
+        (&revision(new), &new_text),
+        &known,
+    );
 }

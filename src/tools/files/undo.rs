@@ -59,7 +59,9 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
         Ok(h) => h,
         Err(e) => return Ok(refusal(&format!("undo refused: {}", e.detail))),
     };
-    // Refuse if any file changed since the edit: never overwrite newer work.
+    // Refuse if any file changed since the edit: never overwrite newer work. The bytes
+    // checked are what the undo replaces (its permit is carried from them).
+    let mut now_bytes = std::collections::HashMap::new();
     for f in cp {
         // Exactly the committed path: no symlink followed, never a FIFO or device.
         let now = crate::files::beneath::read_canonical(&f.path, MAX_EDIT_FILE_BYTES + 1)
@@ -71,6 +73,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 f.path.display()
             )));
         }
+        now_bytes.insert(f.path.clone(), now.unwrap_or_default());
     }
     let Some(cp) = stack.remove(idx) else {
         return Ok(refusal("no edit of this session to undo"));
@@ -78,6 +81,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
     drop(stack);
     let mut restored = Vec::new();
     for f in &cp {
+        let now = now_bytes.remove(&f.path).unwrap_or_default();
         let result = crate::files::beneath::entry_canonical(&f.path)
             .map_err(|e| std::io::Error::other(e.to_string()))
             .and_then(|entry| match &f.before {
@@ -89,6 +93,15 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 "restoring {} failed: {e}",
                 f.path.display()
             )));
+        }
+        if let Some(before) = &f.before {
+            super::permits::after_change(
+                &state.coverage,
+                &f.path,
+                &now,
+                before,
+                super::permits::Change::Undo,
+            );
         }
         restored.push(json!({"path": f.path, "removed": f.before.is_none()}));
     }
