@@ -306,6 +306,30 @@ mod tests {
     }
 
     #[test]
+    fn carry_keeps_what_was_read_outside_the_change() {
+        let c = Coverage::default();
+        let p = Path::new("/w/a.rs");
+        let old = "1\n2\n3\n4\n5\n6\n";
+        let new = "1\n2\nthree\nmore\n4\n5\n6\n";
+        assert_eq!(split(old, new), (2, 3));
+        c.grant(p, "r1", (1, 1));
+        c.grant(p, "r1", (4, 5));
+        // The change is new line 3-4; old 4-5 are new 5-6. Line 2 and old 6 were unread.
+        c.carry(p, ("r1", old), ("r2", new), &[(3, 4)]);
+        assert_eq!(c.permit(p), Some(("r2".into(), vec![(1, 1), (3, 6)])));
+        // Held at another revision: nothing carries, only what is known.
+        c.carry(p, ("r9", new), ("r3", old), &[(3, 3)]);
+        assert_eq!(c.permit(p), Some(("r3".into(), vec![(3, 3)])));
+        // Known lines beyond the new content are dropped.
+        c.carry(p, ("r3", old), ("r4", "x\n"), &[(1, 9)]);
+        assert_eq!(c.permit(p), Some(("r4".into(), vec![(1, 1)])));
+        // Deleting the last lines keeps the rest.
+        c.grant(p, "r5", (1, 6));
+        c.carry(p, ("r5", old), ("r6", "1\n2\n"), &[]);
+        assert_eq!(c.permit(p), Some(("r6".into(), vec![(1, 2)])));
+    }
+
+    #[test]
     fn hydrate_adopts_only_the_wanted_revision_and_only_on_a_miss() {
         let c = Coverage::default();
         let p = Path::new("/w/a.rs");

@@ -2,7 +2,7 @@
 //! `MultiFileEdit`, `ApplyPatch`, `EditFiles` or `UndoEdit`, the lines the session had read
 //! are still permitted at the new revision (where the change moved them), and so are the
 //! lines it wrote; lines it never read still need a read, and a change by someone else
-//! still voids the permit (decision 045).
+//! still voids the permit (decision 046).
 
 use crate::support;
 

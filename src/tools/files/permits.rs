@@ -80,7 +80,7 @@ pub enum Change<'a> {
 }
 
 /// The one rule for the session's permit after it changed `path` from `old` to `new`
-/// (every edit tool and `UndoEdit`; decision 045): at the new revision it holds what it
+/// (every edit tool and `UndoEdit`; decision 046): at the new revision it holds what it
 /// held at the old revision outside the change (moved with it), the lines of the change
 /// it wrote (an undo: all of them), and the lines the edit's diff showed (its context
 /// lines and the `+` lines within `MAX_DIFF_LINES`). Lines it never read or saw stay
@@ -116,4 +116,54 @@ pub fn after_change(coverage: &Coverage, path: &Path, old: &[u8], new: &[u8], ch
         (&revision(new), &new_text),
         &known,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(lines: impl IntoIterator<Item = String>) -> String {
+        lines.into_iter().map(|l| l + "\n").collect()
+    }
+
+    #[test]
+    fn after_change_adds_written_and_shown_lines() {
+        let p = Path::new("/w/a.txt");
+        let old = text((1..=100).map(|i| format!("{i}")));
+        // Lines 10 and 90 change: the diff's one hunk spans 10-90 (context 8-9, 81
+        // removed lines, then `+` lines until the 60-line cut: none are shown).
+        let new = old
+            .replacen("10\n", "ten\n", 1)
+            .replacen("90\n", "ninety\n", 1);
+        let c = Coverage::default();
+        c.grant(p, &revision(old.as_bytes()), (1, 5));
+        c.grant(p, &revision(old.as_bytes()), (95, 100));
+        let written = [(10, 10), (90, 90)];
+        after_change(
+            &c,
+            p,
+            old.as_bytes(),
+            new.as_bytes(),
+            Change::Edit { written: &written },
+        );
+        let (rev, ranges) = c.permit(p).unwrap();
+        assert_eq!(rev, revision(new.as_bytes()));
+        assert_eq!(ranges, vec![(1, 5), (8, 10), (90, 90), (95, 100)]);
+        // A short change is shown whole, with two lines of context.
+        let newer = new.replacen("50\n", "fifty\n", 1);
+        after_change(
+            &c,
+            p,
+            new.as_bytes(),
+            newer.as_bytes(),
+            Change::Edit { written: &[] },
+        );
+        let (_, ranges) = c.permit(p).unwrap();
+        assert_eq!(ranges, vec![(1, 5), (8, 10), (48, 50), (90, 90), (95, 100)]);
+        // An undo holds the lines it restored (and carries the context lines around them).
+        after_change(&c, p, newer.as_bytes(), new.as_bytes(), Change::Undo);
+        let (rev, ranges) = c.permit(p).unwrap();
+        assert_eq!(rev, revision(new.as_bytes()));
+        assert_eq!(ranges, vec![(1, 5), (8, 10), (48, 50), (90, 90), (95, 100)]);
+    }
 }
