@@ -79,8 +79,8 @@ endef
 shells:
 	@command -v zsh >/dev/null 2>&1 || { $(call apt_install,zsh); }
 
-# The HTML usage report is rendered by headless Chromium in tests/it/usage_report.rs (the test
-# skips with a note without it).
+# The HTML usage report is rendered by headless Chromium in tests/it/usage_report.rs and
+# report_html.rs (they fail without it unless WINX_SKIP_BROWSER=1).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { $(call apt_install,chromium); }
 

@@ -5,8 +5,9 @@
 //! script. The script writes every chart text's box into `<pre id=boxes>`; the test checks
 //! that no two labels overlap, that each stays inside its chart, that every bar chart's y
 //! axis has at least three ticks, that timeline labels are as precise as the bars, and
-//! that the cards show only figures the log has. Without Chromium on PATH the browser
-//! checks are skipped with a note (`make test` installs it).
+//! that the cards show only figures the log has. Without Chromium on PATH the tests
+//! fail saying how to install it (`make test` does), unless `WINX_SKIP_BROWSER=1` skips
+//! the browser checks.
 
 use crate::support;
 
@@ -84,8 +85,10 @@ fn cards(page: &str) -> &str {
     &page[from..from + page[from..].find("<h2>").expect("a section")]
 }
 
-/// Chromium from Debian's packages (`make test` installs it), or `None` with a note.
-fn chromium() -> Option<PathBuf> {
+/// Chromium from Debian's packages (`make test` installs it). Without it the test fails
+/// saying how to install it, unless `WINX_SKIP_BROWSER=1` asks to skip the browser checks
+/// (then `None`, with a note).
+pub(crate) fn chromium() -> Option<PathBuf> {
     for name in ["chromium", "chromium-browser", "google-chrome"] {
         for dir in std::env::var("PATH").unwrap_or_default().split(':') {
             let p = Path::new(dir).join(name);
@@ -94,8 +97,16 @@ fn chromium() -> Option<PathBuf> {
             }
         }
     }
-    eprintln!("skipping the HTML layout check: no chromium on PATH (make test installs it)");
-    None
+    if std::env::var_os("WINX_SKIP_BROWSER").is_some_and(|v| v == "1") {
+        eprintln!("skipping the browser checks: no chromium on PATH and WINX_SKIP_BROWSER=1");
+        return None;
+    }
+    panic!(
+        "no chromium (nor chromium-browser, google-chrome) on PATH: the HTML report is \
+         checked in a real browser. Install it with `make browser` (`make test` does), i.e. \
+         `sudo apt-get install --no-install-recommends chromium`, or set \
+         WINX_SKIP_BROWSER=1 to skip the browser checks"
+    );
 }
 
 /// Run `cmd` to completion within three `HARD_TIMEOUT`s, else kill it and fail.
@@ -148,7 +159,7 @@ const MEASURE: &str = r#"<script>
 </script>"#;
 
 /// `page` rendered by headless Chromium with `MEASURE` injected: the JSON it wrote, or
-/// `None` without Chromium.
+/// `None` when `WINX_SKIP_BROWSER=1` skips the browser.
 fn rendered_boxes(page: &str) -> Option<Value> {
     let browser = chromium()?;
     let tmp = tempfile::tempdir().unwrap();

@@ -4,10 +4,11 @@
 //! compared with `report.golden.json` (`WINX_UPDATE_GOLDEN=1` rewrites it); the HTML page
 //! is rendered by headless Chromium and its charts checked after rendering.
 
+use crate::report_html::chromium;
 use crate::support;
 
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use support::HARD_TIMEOUT;
 
@@ -247,20 +248,6 @@ fn codemap_source_kind_and_payload_bytes_prefer_the_canonical_fields() {
     assert_eq!(cm["sourceKindUnknown"], 1, "{cm}");
     assert_eq!(cm["payloadBytes"]["samples"], 3, "{cm}");
     assert_eq!(cm["payloadBytes"]["total"], 200.0, "{cm}");
-}
-
-/// Chromium from Debian's packages (`make test` installs it), or `None` with a note.
-fn chromium() -> Option<PathBuf> {
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        for dir in std::env::var("PATH").unwrap_or_default().split(':') {
-            let p = Path::new(dir).join(name);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    eprintln!("skipping the HTML rendering check: no chromium on PATH (make test installs it)");
-    None
 }
 
 /// Run `cmd` to completion within `HARD_TIMEOUT`.
