@@ -25,9 +25,16 @@ fn exec(a: &mut Agent, s: &Value, action: Value) -> Value {
     )
 }
 
-/// Send a cue line to the fake TUI; the call must deliver it.
+/// Send a cue line to the fake TUI; the call must deliver it. It answers at once
+/// (`wait_for_seconds: 0`): the test then waits on the state the cue means (a turn, the
+/// screen, the history), not on the default input settle (300 ms of quiet, never reached
+/// while the busy spinner redraws, so 3 s).
 fn cue(a: &mut Agent, s: &Value, word: &str) -> Value {
-    let r = a.bash(s, json!({"send_text": word, "submit": true}));
+    let r = a.bash_with(
+        s,
+        json!({"send_text": word, "submit": true}),
+        json!({"wait_for_seconds": 0}),
+    );
     assert!(sc(&r)["errorCode"].is_null(), "cue {word}: {r}");
     r
 }
@@ -53,7 +60,7 @@ fn an_agent_tui_is_recognised_on_cue(rt: &str) {
     let r = a.bash_with(
         &s,
         json!({"command": format!("TUI_LOG=tui.log bash {}", tui.display())}),
-        json!({"wait_for_seconds": 0.5}),
+        json!({"wait_for_seconds": 0}),
     );
     assert_eq!(sc(&r)["status"], "running", "{r}");
     let id = sc(&r)["data"]["state"]["execution_id"]
@@ -62,15 +69,28 @@ fn an_agent_tui_is_recognised_on_cue(rt: &str) {
         .to_string();
     let wait = json!({"wait_for_turn": true});
     assert_eq!(turn(&mut a, &s, wait.clone()), "awaiting_input");
-    // The running answer itself says the program awaits input (seed 003's state).
-    let r = a.bash(&s, json!({"status_check": true}));
+    // The running answer itself says the program awaits input (seed 003's state); asked
+    // for now, not after the default status wait (10 s) for a program that never ends.
+    let r = a.bash_with(
+        &s,
+        json!({"status_check": true}),
+        json!({"wait_for_seconds": 0}),
+    );
     assert_eq!(
         sc(&r)["data"]["state"]["turn_state"],
         "awaiting_input",
         "{r}"
     );
     cue(&mut a, &s, "approve");
-    assert_eq!(turn(&mut a, &s, wait.clone()), "awaiting_approval");
+    // Until the TUI has read the cue, its input box still shows and the wait answers
+    // awaiting_input at once: wait until it answers for the approval menu.
+    let t = support::wait::settle(
+        support::wait::Deadline::hard("approval menu"),
+        || turn(&mut a, &s, wait.clone()),
+        |t| t != "awaiting_input",
+    )
+    .unwrap_or_else(|t| t);
+    assert_eq!(t, "awaiting_approval", "TUI read:\n{}", tui_log(&s));
     cue(&mut a, &s, "busy");
     // The TUI redraws after it reads the cue: inspect until the busy screen is up (a
     // screen caught mid-redraw reads as unknown).
