@@ -10,7 +10,7 @@
 //! `mcp-control-N` for requests answered from memory (ping, lists, task lookups), so long
 //! waits can never delay a ping or a Ctrl-C. Workers write their own answers through the
 //! one `writer::Output` (a mutex keeps every line whole). `progress-ticker` sends
-//! `notifications/progress` every `PROGRESS_INTERVAL` for requests that carry
+//! `notifications/progress` every `Limits::progress_interval` for requests that carry
 //! `_meta.progressToken` until they are answered.
 //! A request run by a reader holds one of its lane's slots, so a lane never runs more
 //! than its workers at once, and one reader is always free to read (a ping or a Ctrl-C is
@@ -45,8 +45,9 @@ const CONTROL_WORKERS: usize = 2;
 /// Workers of the interactive lane: status checks wait at most seconds; four let an
 /// interrupt through while others watch their commands.
 const INTERACTIVE_WORKERS: usize = 4;
-/// A request with a progress token hears from us at least this often while it runs
-/// (clients commonly time out a silent request after 60 s).
+/// The default of `Limits::progress_interval` (`WINX_PROGRESS_INTERVAL_MS`): a request
+/// with a progress token hears from us at least this often while it runs (clients
+/// commonly time out a silent request after 60 s).
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Transport limits of one stdio connection.
@@ -54,6 +55,8 @@ pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 pub struct Limits {
     pub workers: usize,
     pub max_message_bytes: usize,
+    /// How often `progress-ticker` writes `notifications/progress`.
+    pub progress_interval: Duration,
 }
 
 /// Requests queued or running, by id, with their cancellation flag.
@@ -132,7 +135,7 @@ where
         max_message_bytes: limits.max_message_bytes,
         lanes: Lanes::new(limits.workers)?,
         in_flight: Arc::new(Mutex::new(HashMap::new())),
-        progress: Progress::start(out.clone(), PROGRESS_INTERVAL)?,
+        progress: Progress::start(out.clone(), limits.progress_interval)?,
         out,
         handler,
     });

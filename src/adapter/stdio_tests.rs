@@ -100,6 +100,7 @@ impl Harness {
             let limits = Limits {
                 workers,
                 max_message_bytes: 1024,
+                progress_interval: super::PROGRESS_INTERVAL,
             };
             serve(input, ChanWriter(out_tx, Vec::new()), limits, handler).unwrap();
             let _ = done_tx.send(());
@@ -334,6 +335,7 @@ fn the_handler_is_dropped_before_serve_returns_at_eof() {
         let limits = Limits {
             workers: 1,
             max_message_bytes: 1024,
+            progress_interval: super::PROGRESS_INTERVAL,
         };
         serve(input, io::sink(), limits, handler).unwrap();
         assert!(weak.upgrade().is_none(), "round {round}: still held");

@@ -57,6 +57,9 @@ pub struct Config {
     pub log_level: log::LevelFilter,
     pub workers: usize,
     pub max_message_bytes: usize,
+    /// How often a stdio request with a progress token hears from us
+    /// (`WINX_PROGRESS_INTERVAL_MS`, default 10 s).
+    pub progress_interval: std::time::Duration,
     pub server_instructions: Option<String>,
     /// The principal of a stdio server: the local user.
     pub principal: String,
@@ -226,6 +229,10 @@ impl Config {
             log_level,
             workers,
             max_message_bytes: MAX_MESSAGE_BYTES,
+            progress_interval: std::time::Duration::from_millis(vars::number(
+                &vars::PROGRESS_INTERVAL_MS,
+                env,
+            )?),
             server_instructions: vars::text(&vars::SERVER_INSTRUCTIONS, env),
             principal: LOCAL_PRINCIPAL.into(),
             herdr: crate::tools::agent::herdr::Setting {

@@ -79,6 +79,15 @@ pub const WORKERS: Var = Var {
     },
     help: "request worker threads",
 };
+pub const PROGRESS_INTERVAL_MS: Var = Var {
+    name: "WINX_PROGRESS_INTERVAL_MS",
+    kind: Kind::Number {
+        default: 10_000,
+        min: 100,
+        max: 3_600_000,
+    },
+    help: "stdio: a request with a progress token hears notifications/progress this often while it runs",
+};
 pub const SERVER_INSTRUCTIONS: Var = Var {
     name: "WINX_SERVER_INSTRUCTIONS",
     kind: Kind::Text { default: "none" },
@@ -327,6 +336,7 @@ pub const ALL: &[Var] = &[
     RUST_LOG,
     LOG_FORMAT,
     WORKERS,
+    PROGRESS_INTERVAL_MS,
     SERVER_INSTRUCTIONS,
     HERDR_CONFIG,
     RUNTIME,

@@ -123,6 +123,7 @@ fn serve_stdio(config: Config, usage: winx::usage::Sink) -> ExitCode {
     let limits = stdio::Limits {
         workers: config.workers,
         max_message_bytes: config.max_message_bytes,
+        progress_interval: config.progress_interval,
     };
     // The MCP SDKs end a stdio server with SIGTERM right after closing its stdin, often
     // before EOF is read: the last call's usage line is queued before its answer is
