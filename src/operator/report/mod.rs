@@ -452,7 +452,7 @@ mod tests {
     fn open_calls_are_capped_oldest_first() {
         let mut o = OpenCalls::default();
         o.open(0, (0, 0));
-        for i in 1..=MAX_OPEN_CALLS as u64 * 3 {
+        for i in 1..MAX_OPEN_CALLS as u64 * 3 {
             o.open(i, (0, i as usize));
             if i % 2 == 0 {
                 o.close(i);
