@@ -93,7 +93,8 @@ pub struct Planned {
     pub old: Vec<u8>,
     pub new: String,
     pub new_revision: String,
-    /// Lines of the new content the agent's own edit produced (its coverage afterwards).
+    /// Lines of the new content the agent's own edit produced (held afterwards, with what
+    /// it had read outside the change and what the diff showed: decision 046).
     pub touched: Vec<(usize, usize)>,
     pub diff: String,
 }

@@ -1,6 +1,6 @@
 //! Running edits through the engine for any edit tool: lock the targets, plan, commit,
-//! carry the read permit over the change (`permits::after_change`), count SEARCH conflicts, and run the optional verification
-//! command.
+//! carry the read permit over the change (`permits::after_change`), count SEARCH
+//! conflicts, and run the optional verification command.
 //!
 //! Invariant: plan and commit of a file happen under its `edit::lock` lock, shared with
 //! every adapter on the state directory; edits of different files never wait on each
@@ -122,7 +122,8 @@ fn run_once(
         let written = super::permits::Change::Edit {
             written: &p.touched,
         };
-        super::permits::after_change(&state.coverage, &p.path, &p.old, p.new.as_bytes(), written);
+        let new = (p.new_revision.as_str(), p.new.as_bytes());
+        super::permits::after_change(&state.coverage, &p.path, &p.old, new, written);
         let verb = if p.existed { "Edited" } else { "Created" };
         text.push_str(&format!(
             "{verb} {} ({})\n{}",

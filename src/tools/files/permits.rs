@@ -85,8 +85,15 @@ pub enum Change<'a> {
 /// it wrote (an undo: all of them), and the lines the edit's diff showed (its context
 /// lines and the `+` lines within `MAX_DIFF_LINES`). Lines it never read or saw stay
 /// unread; a file changed by someone else is a revision it holds nothing of. Memory only:
-/// edits write no permit rows (decision 021).
-pub fn after_change(coverage: &Coverage, path: &Path, old: &[u8], new: &[u8], change: Change) {
+/// edits write no permit rows (decision 021). `new_revision` is `new`'s, as the commit
+/// computed it.
+pub fn after_change(
+    coverage: &Coverage,
+    path: &Path,
+    old: &[u8],
+    (new_revision, new): (&str, &[u8]),
+    change: Change,
+) {
     let (old_text, new_text) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
     let (head, tail) = split(&old_text, &new_text);
     let (old_len, new_len) = (old_text.lines().count(), new_text.lines().count());
@@ -113,7 +120,7 @@ pub fn after_change(coverage: &Coverage, path: &Path, old: &[u8], new: &[u8], ch
     coverage.carry(
         path,
         (&revision(old), &old_text),
-        (&revision(new), &new_text),
+        (new_revision, &new_text),
         &known,
     );
 }
@@ -143,7 +150,7 @@ mod tests {
             &c,
             p,
             old.as_bytes(),
-            new.as_bytes(),
+            (&revision(new.as_bytes()), new.as_bytes()),
             Change::Edit { written: &written },
         );
         let (rev, ranges) = c.permit(p).unwrap();
@@ -155,13 +162,19 @@ mod tests {
             &c,
             p,
             new.as_bytes(),
-            newer.as_bytes(),
+            (&revision(newer.as_bytes()), newer.as_bytes()),
             Change::Edit { written: &[] },
         );
         let (_, ranges) = c.permit(p).unwrap();
         assert_eq!(ranges, vec![(1, 5), (8, 10), (48, 50), (90, 90), (95, 100)]);
         // An undo holds the lines it restored (and carries the context lines around them).
-        after_change(&c, p, newer.as_bytes(), new.as_bytes(), Change::Undo);
+        after_change(
+            &c,
+            p,
+            newer.as_bytes(),
+            (&revision(new.as_bytes()), new.as_bytes()),
+            Change::Undo,
+        );
         let (rev, ranges) = c.permit(p).unwrap();
         assert_eq!(rev, revision(new.as_bytes()));
         assert_eq!(ranges, vec![(1, 5), (8, 10), (48, 50), (90, 90), (95, 100)]);

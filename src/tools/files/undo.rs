@@ -99,7 +99,7 @@ pub fn call(ctx: &ToolContext, map: &Map<String, Value>) -> Result<ToolOutput, T
                 &state.coverage,
                 &f.path,
                 &now,
-                before,
+                (&revision(before), before),
                 super::permits::Change::Undo,
             );
         }
