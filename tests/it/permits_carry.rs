@@ -173,3 +173,26 @@ fn unread_lines_and_foreign_changes_still_need_a_read() {
     assert_eq!(required(&r), vec!["1-21".to_string()], "{r}");
     assert_ne!(std::fs::read_to_string(&path).unwrap(), "x\n");
 }
+
+/// A line patch holds the lines it wrote and what was read, not the whole file (it granted
+/// every line of the new revision before decision 046).
+#[test]
+fn a_line_patch_does_not_permit_lines_never_read() {
+    let mut a = Agent::spawn();
+    let s = a.first_call();
+    std::fs::write(a.workspace.join("notes.txt"), NOTES).unwrap();
+    let r = read(&mut a, &s, &["notes.txt:2-3"]);
+    let rev = sc(&r)["data"]["files"][0]["revision"].clone();
+    let patch = json!([{"start_line": 3, "delete_lines": 1, "replacement": "GAMMA\nGAMMA2\n"}]);
+    completed(&a.call(
+        "ApplyPatch",
+        pair_args(
+            &s,
+            json!({"file_path": "notes.txt", "expected_revision": rev, "patches": patch}),
+        ),
+    ));
+    let r = replace_whole(&mut a, &s, "notes.txt", "x\n");
+    assert_eq!(sc(&r)["status"], "needs_read", "{r}");
+    // Line 1 was the diff's context (shown); delta and epsilon (now 5-6) were never read.
+    assert_eq!(required(&r), vec!["5-6".to_string()], "{r}");
+}
