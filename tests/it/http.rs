@@ -417,8 +417,14 @@ fn handler_past_the_request_deadline_gets_408_and_the_work_continues() {
         json!({"type": "first_call", "workspace_root": ws}),
     );
     let pair = &init["structuredContent"]["data"];
+    // The command waits for the test, so it is still running when the 408 is sent.
+    let gate = crate::support::tasks::Gate::in_dir(&s.home.workspace);
+    let cmd = format!(
+        "read x < {}; echo done-after-408 | tee after-408",
+        crate::support::tasks::q(&gate.0)
+    );
     let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
-        "action_json": {"command": "sleep 3; echo done-after-408"}, "wait_for_seconds": 30,
+        "action_json": {"command": cmd}, "wait_for_seconds": 30,
         "wait_policy": "until_complete"});
     let r = s.conn().mcp(
         TOKEN,
@@ -434,7 +440,8 @@ fn handler_past_the_request_deadline_gets_408_and_the_work_continues() {
         "408 after {:?}",
         r.elapsed
     );
-    // The command still ran to completion in its shell.
+    // The command still runs in its shell, and completes once let go.
+    gate.open("go");
     let mut out = String::new();
     for _ in 0..10 {
         let st = s.call(
@@ -445,11 +452,15 @@ fn handler_past_the_request_deadline_gets_408_and_the_work_continues() {
             "wait_for_seconds": 1}),
         );
         out.push_str(st["content"][0]["text"].as_str().unwrap_or_default());
-        if out.contains("done-after-408") {
+        if out.contains("status: exited") {
             break;
         }
     }
-    assert!(out.contains("done-after-408"), "{out}");
+    // Its output went to whichever call was following it (the timed-out handler goes on
+    // following it too); the file and the exit code show it ran to the end.
+    assert!(out.contains("status: exited, exit code 0"), "{out}");
+    let after = std::fs::read_to_string(s.home.workspace.join("after-408")).unwrap();
+    assert_eq!(after, "done-after-408\n");
 }
 
 #[test]
