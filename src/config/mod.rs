@@ -44,6 +44,15 @@ pub fn apply_build_identity(env: vars::Env) {
     }
 }
 
+/// `WINX_PTY_WRITE_TIMEOUT_MS`: how long this process's writes to a terminal wait for it to
+/// take input. Applied at start by the adapter (embedded guardians) and each guardian; a
+/// bad value is the adapter's startup error (`Config::build`), here the default stands.
+pub fn apply_pty_write_timeout(env: vars::Env) {
+    if let Ok(ms) = vars::number(&vars::PTY_WRITE_TIMEOUT_MS, env) {
+        crate::shell::pty::set_write_timeout_ms(ms);
+    }
+}
+
 /// A lookup over collected variables, as every builder here takes the environment.
 pub fn lookup(vars: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
     |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
@@ -181,6 +190,8 @@ impl Config {
         // winxd's variables are checked here too, so a bad value is a startup error of the
         // adapter (exit 2) rather than a winxd that cannot start.
         winxd::lifecycle(env)?;
+        // Applied by each process itself (`apply_pty_write_timeout`); checked here.
+        vars::number(&vars::PTY_WRITE_TIMEOUT_MS, env)?;
         let mut runtime = runtime_config(env, &state_dir, vars.clone())?;
         let herdr_config = vars::text(&vars::HERDR_CONFIG, env).map(PathBuf::from);
         let sandbox = sandbox::plan(

@@ -88,6 +88,15 @@ pub const PROGRESS_INTERVAL_MS: Var = Var {
     },
     help: "stdio: a request with a progress token hears notifications/progress this often while it runs",
 };
+pub const PTY_WRITE_TIMEOUT_MS: Var = Var {
+    name: "WINX_PTY_WRITE_TIMEOUT_MS",
+    kind: Kind::Number {
+        default: crate::shell::pty::DEFAULT_WRITE_TIMEOUT_MS,
+        min: 100,
+        max: 3_600_000,
+    },
+    help: "a write to a terminal that takes no input (a stopped or hung program) fails after this long",
+};
 pub const SERVER_INSTRUCTIONS: Var = Var {
     name: "WINX_SERVER_INSTRUCTIONS",
     kind: Kind::Text { default: "none" },
@@ -337,6 +346,7 @@ pub const ALL: &[Var] = &[
     LOG_FORMAT,
     WORKERS,
     PROGRESS_INTERVAL_MS,
+    PTY_WRITE_TIMEOUT_MS,
     SERVER_INSTRUCTIONS,
     HERDR_CONFIG,
     RUNTIME,

@@ -8,6 +8,19 @@ use nix::libc;
 use std::ffi::CString;
 use std::fmt;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How long a write waits for a terminal that takes no input before it fails, by default.
+pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 5_000;
+
+/// This process's write timeout (`WINX_PTY_WRITE_TIMEOUT_MS`, applied once at start by
+/// `config::apply_pty_write_timeout`).
+static WRITE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_WRITE_TIMEOUT_MS);
+
+/// Set how long `write_all` waits for a terminal that takes no input.
+pub fn set_write_timeout_ms(ms: u64) {
+    WRITE_TIMEOUT_MS.store(ms, Ordering::Relaxed);
+}
 
 /// Terminal size given to every PTY: wide enough that tools do not wrap build output.
 pub const DEFAULT_ROWS: u16 = 40;
@@ -253,13 +266,16 @@ fn write_from(fd: RawFd, all: &[u8], done: &mut usize) -> std::io::Result<()> {
                     events: libc::POLLOUT,
                     revents: 0,
                 };
-                // A PTY whose reader is stuck would block us forever; give up after 5 s.
+                // A PTY whose reader is stuck would block us forever; give up after the
+                // write timeout.
+                let ms = WRITE_TIMEOUT_MS.load(Ordering::Relaxed);
+                let wait = libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX);
                 // SAFETY: one `pollfd` that lives on this stack frame for the call.
-                let r = unsafe { libc::poll(&mut p, 1, 5_000) };
+                let r = unsafe { libc::poll(&mut p, 1, wait) };
                 if r == 0 {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
-                        "the terminal accepted no input for 5 s",
+                        format!("the terminal accepted no input for {ms} ms"),
                     ));
                 }
             }

@@ -543,10 +543,11 @@ fn send_never_steers_into_an_approval_prompt() {
 /// its terminal's input queue fills: one-way admissions are written until one is cut
 /// (`indeterminate`, part of it taken) or refused whole; from then on the terminal takes
 /// no byte, and the next admission is `delivery_failed`: nothing written, the request
-/// terminal with that state, once.
+/// terminal with that state, once. A write gives up after `WINX_PTY_WRITE_TIMEOUT_MS`
+/// (default 5 s; both failing writes waited it out, 15 s): 300 ms here.
 #[test]
 fn a_write_the_terminal_takes_nothing_of_is_delivery_failed() {
-    let mut a = spawn_with("daemon", &[]);
+    let mut a = spawn_with("daemon", &[("WINX_PTY_WRITE_TIMEOUT_MS", "300")]);
     let s = a.first_call();
     let log = a.dir.path().join("codex.log");
     let fake = support::manifest_dir().join("tests/fake/fake-codex");

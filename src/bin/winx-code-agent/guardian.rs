@@ -16,6 +16,7 @@ pub fn main(args: std::env::ArgsOs) -> ExitCode {
     winx::process::Role::Guardian.name_process();
     winx::alloc::single_arena();
     winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
+    winx::config::apply_pty_write_timeout(&winx::config::lookup(&winx::config::process_env()));
     let mut socket = None;
     let mut session_dir = None;
     let mut workspace = None;

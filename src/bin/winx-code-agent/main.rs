@@ -26,6 +26,7 @@ fn adapter(args: std::env::ArgsOs) -> ExitCode {
     winx::alloc::single_arena();
     winx::process::survive_file_size_limit();
     winx::config::apply_build_identity(&winx::config::lookup(&winx::config::process_env()));
+    winx::config::apply_pty_write_timeout(&winx::config::lookup(&winx::config::process_env()));
     let args: Vec<std::ffi::OsString> = args.collect();
     // `<verb> --help` (or -h) prints that verb's usage before its parser, which would
     // refuse an option it does not take.
