@@ -60,11 +60,7 @@ fn a_fifo_named_like_a_rollout_does_not_freeze_the_guardian() {
         "python3 -c 'import os, time; os.open(\"{}\", os.O_RDONLY | os.O_NONBLOCK); time.sleep(600)'",
         fifo.display()
     );
-    let r = a.bash_with(
-        &s,
-        json!({"command": cmd}),
-        json!({"wait_for_seconds": 0.2}),
-    );
+    let r = a.bash_with(&s, json!({"command": cmd}), json!({"wait_for_seconds": 0}));
     assert_eq!(sc(&r)["status"], "running", "{r}");
     let d = Deadline::after("the FIFO holder listed", Duration::from_secs(20));
     let all = eventually(
@@ -74,9 +70,17 @@ fn a_fifo_named_like_a_rollout_does_not_freeze_the_guardian() {
         |v| v.len() == 1,
     );
     assert_eq!(all[0]["observer_status"], "unreadable", "{all:?}");
-    let r = a.bash(&s, json!({"status_check": true}));
+    // Asked for now: the default status wait (10 s) would only show the holder still
+    // sleeping.
+    let r = a.bash_with(
+        &s,
+        json!({"status_check": true}),
+        json!({"wait_for_seconds": 0}),
+    );
     assert_eq!(sc(&r)["status"], "running", "{r}");
-    a.bash(&s, json!({"send_text": "C-c"}));
+    // Interrupted, the answer coming once the holder has exited (the text "C-c" typed
+    // here before ended nothing and waited out the default input wait, 3 s).
+    a.bash(&s, json!({"send_specials": ["Ctrl-c"]}));
 }
 
 fn rollout_under(dir: &Path) -> Option<PathBuf> {
@@ -112,7 +116,10 @@ fn memory_and_reads(pid: i32) -> (u64, u64) {
 
 #[test]
 fn a_sparse_rollout_extension_costs_the_observer_a_bounded_amount() {
-    const GROWTH: u64 = 768 * 1024 * 1024;
+    // Four times the bound below: reading it in one go (issue 36 item 7's defect, 666 MiB
+    // of RSS for 768 MiB) fails with margin. Not larger: the observer really reads every
+    // byte, and a hole on ext4 reads at about 100 MB/s of system time (768 MiB: 8 s).
+    const GROWTH: u64 = 256 * 1024 * 1024;
     let mut c = Codex::start("");
     let agent = c.agent_in("idle");
     let w = c.watch(0);
