@@ -86,6 +86,9 @@ pub struct Config {
     pub read_parallelism: usize,
     /// MCP Tasks working at once (`WINX_MAX_TASKS`, 1..=256, default 32).
     pub max_tasks: usize,
+    /// How often a task following a command rechecks the store for a cancel recorded by
+    /// another process (`WINX_TASK_CANCEL_CHECK_MS`, default 5 s).
+    pub task_cancel_check: std::time::Duration,
     /// Sessions whose in-memory tool state is kept (`WINX_SESSION_STATES`,
     /// 1..=1,000,000, default `tools::state::DEFAULT_MAX_SESSIONS`).
     pub session_states: usize,
@@ -227,6 +230,10 @@ impl Config {
             allow_paths,
             read_parallelism: vars::count(&vars::READ_PARALLELISM, env)?,
             max_tasks: vars::count(&vars::MAX_TASKS, env)?,
+            task_cancel_check: std::time::Duration::from_millis(vars::number(
+                &vars::TASK_CANCEL_CHECK_MS,
+                env,
+            )?),
             session_states: vars::count(&vars::SESSION_STATES, env)?,
             history: crate::history::Limits {
                 output_bytes: vars::number(&vars::HISTORY_OUTPUT_BYTES, env)?,

@@ -97,6 +97,15 @@ pub const PTY_WRITE_TIMEOUT_MS: Var = Var {
     },
     help: "a write to a terminal that takes no input (a stopped or hung program) fails after this long",
 };
+pub const TASK_CANCEL_CHECK_MS: Var = Var {
+    name: "WINX_TASK_CANCEL_CHECK_MS",
+    kind: Kind::Number {
+        default: 5_000,
+        min: 10,
+        max: 600_000,
+    },
+    help: "an MCP Task following a command rechecks the state store this often for a cancel another server process recorded",
+};
 pub const SERVER_INSTRUCTIONS: Var = Var {
     name: "WINX_SERVER_INSTRUCTIONS",
     kind: Kind::Text { default: "none" },
@@ -356,6 +365,7 @@ pub const ALL: &[Var] = &[
     ALLOW_PATHS,
     READ_PARALLELISM,
     MAX_TASKS,
+    TASK_CANCEL_CHECK_MS,
     SESSION_STATES,
     HISTORY_OUTPUT_BYTES,
     NO_HISTORY,

@@ -25,6 +25,8 @@ pub(super) struct Shared {
     pub(super) states: crate::tools::state::SessionStates,
     pub(super) allow_paths: crate::files::policy::AllowPaths,
     pub(super) read_parallelism: usize,
+    /// How often a task runner rechecks the store for another process's cancel.
+    pub(super) task_cancel_check: std::time::Duration,
     pub(super) runtime: Runtime,
     pub(super) redact: bool,
     pub(super) extra_instructions: Option<String>,

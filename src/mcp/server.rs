@@ -68,6 +68,7 @@ impl Server {
                 states: crate::tools::state::SessionStates::new(config.session_states),
                 allow_paths: config.allow_paths.clone(),
                 read_parallelism: config.read_parallelism,
+                task_cancel_check: config.task_cancel_check,
                 runtime: Runtime::new(config.runtime.clone()),
                 redact: config.redact,
                 extra_instructions: config.server_instructions.clone(),

@@ -99,7 +99,7 @@ pub(super) fn follow(
         }
         false
     };
-    pending.finish(tctx, deadline, &cancelled)
+    pending.finish(tctx, deadline, &cancelled, shared.task_cancel_check)
 }
 
 /// Record a cancel of a task another live process runs; false if it was no longer working.

@@ -225,6 +225,7 @@ impl<'a> Call<'a> {
                         &tctx,
                         Deadline::after("task fallback", SYNC_FALLBACK),
                         &|| false,
+                        self.shared.task_cancel_check,
                     )
                 } else {
                     pending.render(&tctx)

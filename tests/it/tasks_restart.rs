@@ -120,9 +120,14 @@ fn a_handshake_task_outlives_an_adapter_restart() {
     assert_eq!(got["result"]["status"], "completed", "{got}");
 }
 
+/// a's runner rechecks the store for b's cancel every `WINX_TASK_CANCEL_CHECK_MS` (default
+/// 5 s, which the test waited out): 100 ms here.
 #[test]
 fn a_second_live_adapter_sees_a_task_but_never_runs_it() {
-    let mut a = spawn("daemon");
+    let mut a = support::Agent::spawn_env(&[
+        ("WINX_RUNTIME", "daemon"),
+        ("WINX_TASK_CANCEL_CHECK_MS", "100"),
+    ]);
     let first = a.first_call();
     let gate = Gate::new(&a);
     let cmd = format!("echo shared-task; read x < {}", q(&gate.0));

@@ -16,9 +16,6 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// Longest single wait on the guardian; a task rechecks cancellation (also one recorded
-/// by another process) between waits.
-const CHUNK: Duration = Duration::from_secs(5);
 /// Output kept in memory while following (the inline answer renders only this much of the end);
 /// older bytes are counted and left in the journal.
 const MAX_KEPT_BYTES: usize = 256 * 1024;
@@ -163,12 +160,15 @@ impl Pending {
     }
 
     /// Follow the command until it ends, `deadline` passes, or it was cancelled and did
-    /// not end within the grace period; then render the whole result.
+    /// not end within the grace period; then render the whole result. Each wait on the
+    /// guardian lasts at most `recheck` (`WINX_TASK_CANCEL_CHECK_MS`): `cancelled` (also a
+    /// cancel another process recorded) is asked between waits.
     pub fn finish(
         mut self,
         ctx: &ToolContext,
         deadline: Deadline,
         cancelled: &dyn Fn() -> bool,
+        recheck: Duration,
     ) -> ToolOutput {
         let exec = self.last().state.execution_id.clone();
         let mut grace: Option<Deadline> = None;
@@ -180,7 +180,7 @@ impl Pending {
                 Some(g) => earliest(deadline, g),
                 None => deadline,
             };
-            let left = limit.remaining().unwrap_or(CHUNK).min(CHUNK);
+            let left = limit.remaining().unwrap_or(recheck).min(recheck);
             if left.is_zero() {
                 break;
             }
