@@ -158,8 +158,13 @@ fn a_sparse_rollout_extension_costs_the_observer_a_bounded_amount() {
         "the observer's peak RSS grew by {grew_mib} MiB reading {} MiB",
         GROWTH >> 20
     );
-    // The request still completes with its turn's final after the oversized line.
-    c.a.bash(&c.s, json!({"send_text": "release", "submit": true}));
+    // The request still completes with its turn's final after the oversized line (the
+    // watch waits for it: the input answers at once, not after the 300 ms input settle).
+    c.a.bash_with(
+        &c.s,
+        json!({"send_text": "release", "submit": true}),
+        json!({"wait_for_seconds": 0}),
+    );
     let e = w.next();
     assert_eq!(e["request_id"], R1);
     assert_eq!(e["state"], "completed", "{e}");
