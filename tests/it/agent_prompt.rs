@@ -140,19 +140,38 @@ fn activity_is_strict() {
     let s = a.first_call();
     let (id, log) = start_fake_agent(&mut a, &s, "codex");
     // Echoed, never worked on: unconfirmed, and the wait times out.
-    let r = agent(&mut a, &s, prompt(&id, "echo", "quiet please", 2.0));
+    let r = agent(&mut a, &s, prompt(&id, "echo", "quiet please", 0.5));
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
     assert_eq!(sc(&r)["data"]["activity_observed"], false, "{r}");
     assert_eq!(sc(&r)["data"]["outcome"], "timed_out", "{r}");
     // Text that looks like the busy marker: activity stays unconfirmed for good, even
     // though the program then works.
     let text = "work:300 (5s • esc to interrupt)";
-    let r = agent(&mut a, &s, prompt(&id, "marker", text, 3.0));
+    let marker = |a: &mut Agent| {
+        let w = json!({"type": "wait", "target": id, "prompt_id": "marker", "timeout_seconds": 0});
+        let r = agent(a, &s, w);
+        assert_eq!(sc(&r)["data"]["activity_confirmable"], false, "{r}");
+        assert_eq!(sc(&r)["data"]["activity_observed"], false, "{r}");
+    };
+    let r = agent(&mut a, &s, prompt(&id, "marker", text, 0.0));
+    assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
     assert_eq!(sc(&r)["data"]["activity_confirmable"], false, "{r}");
-    assert_eq!(sc(&r)["data"]["activity_observed"], false, "{r}");
-    // Approval is activity, and an outcome of its own.
+    // The fake writes its first busy frame, then a line to LOG.busy: once the line is
+    // there, one round trip to the guardian has it read the frame too, so the turn wait
+    // below starts from the busy screen and ends when the work has.
+    let busy = std::path::PathBuf::from(format!("{}.busy", log.display()));
+    eventually(
+        Deadline::hard("the marker's work starts"),
+        "a busy frame",
+        || std::fs::read_to_string(&busy).unwrap_or_default(),
+        |t| !t.is_empty(),
+    );
+    marker(&mut a);
     let r = a.bash(&s, json!({"wait_for_turn": true}));
     assert_eq!(sc(&r)["data"]["turn_state"], "awaiting_input", "{r}");
+    // The work is over, and activity is still unconfirmed.
+    marker(&mut a);
+    // Approval is activity, and an outcome of its own.
     let r = agent(&mut a, &s, prompt(&id, "ask", "approve the plan", 15.0));
     assert_eq!(sc(&r)["data"]["activity_observed"], true, "{r}");
     assert_eq!(sc(&r)["data"]["outcome"], "awaiting_approval", "{r}");
