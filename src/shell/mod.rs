@@ -3,6 +3,7 @@
 pub mod cmdpolicy;
 pub mod keys;
 pub mod marker;
+pub mod needles;
 pub mod output;
 pub mod pty;
 pub mod redact;

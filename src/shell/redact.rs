@@ -9,6 +9,7 @@
 //! the URL user and host) and is never matched by a later rule, so redacting twice finds
 //! nothing new. Patterns use no look-around and regex-lite matches in linear time.
 
+use super::needles::Needles;
 use regex_lite::{Captures, Regex};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -67,7 +68,7 @@ type Rewrite = fn(&Captures<'_>) -> Option<String>;
 /// One line rule. Every match holds one of `needles` (lower-case, space-separated) and its
 /// line passes `line_check` (given the lower-cased line). regex-lite has no literal
 /// prefilter and scans at 10-40 MB/s, so these cheap tests decide whether a line needs the
-/// regex at all.
+/// regex at all; `Needles` finds every rule's needles in one pass.
 struct Spec {
     pattern: &'static str,
     needles: &'static str,
@@ -142,6 +143,21 @@ pub struct Redactor {
     pem_begin: Regex,
     pem_end: Regex,
     line_rules: Vec<(Regex, &'static Spec)>,
+    /// The line rules' needles: bit `i` of `rules_in` is `line_rules[i]`.
+    needles: Needles,
+}
+
+/// The bits of the rules that harvest assignments (`Spec::assigns`).
+fn assigning_rules() -> u8 {
+    (LINE_RULES.iter().enumerate())
+        .filter(|(_, spec)| spec.assigns)
+        .fold(0, |mask, (i, _)| mask | 1 << i)
+}
+
+/// Each line rule's needles, in order (for `needles`' tests).
+#[cfg(test)]
+pub(super) fn line_rule_needles() -> Vec<&'static str> {
+    LINE_RULES.iter().map(|spec| spec.needles).collect()
 }
 
 impl Redactor {
@@ -156,7 +172,16 @@ impl Redactor {
             pem_begin: compile(PEM_BEGIN),
             pem_end: compile(PEM_END),
             line_rules: line_rules.collect(),
+            needles: Needles::new(&LINE_RULES.map(|spec| spec.needles)),
         }
+    }
+
+    /// The line rules one of whose needles `lower` (a lower-cased line) holds, in order.
+    fn active(&self, lower: &str) -> impl Iterator<Item = &(Regex, &'static Spec)> {
+        let mask = self.needles.rules_in(lower.as_bytes());
+        (self.line_rules.iter().enumerate())
+            .filter(move |(i, _)| mask & 1 << i != 0)
+            .map(|(_, rule)| rule)
     }
 
     /// The process-wide redactor, compiled on first use.
@@ -175,12 +200,7 @@ impl Redactor {
         }
         // Lower-casing ASCII keeps byte offsets, so line ranges of `current` index `lower`.
         let lower = current.to_ascii_lowercase();
-        let may_match =
-            |spec: &Spec, lower: &str| spec.needles.split(' ').any(|n| lower.contains(n));
-        let active: Vec<_> = (self.line_rules.iter())
-            .filter(|(_, spec)| may_match(spec, &lower))
-            .collect();
-        if active.is_empty() {
+        if self.needles.rules_in(lower.as_bytes()) == 0 {
             return (current, count);
         }
         let mut out = String::with_capacity(current.len());
@@ -191,8 +211,8 @@ impl Redactor {
             let lower_line = &lower[at..at + line.len()];
             at += line.len();
             let mut line = Cow::Borrowed(line);
-            for (regex, spec) in &active {
-                if may_match(spec, lower_line) && (spec.line_check)(lower_line) {
+            for (regex, spec) in self.active(lower_line) {
+                if (spec.line_check)(lower_line) {
                     line = apply(regex, spec.rewrite, line, &mut count);
                 }
             }
@@ -214,11 +234,9 @@ impl Redactor {
         let mut found = Vec::new();
         for line in text.lines().filter(|l| l.contains(['=', ':'])) {
             let lower = line.to_ascii_lowercase();
-            if !KEY_NEEDLES.split(' ').any(|n| lower.contains(n)) {
-                continue;
-            }
-            for (regex, spec) in &self.line_rules {
-                if !spec.assigns || !(spec.line_check)(&lower) {
+            let mask = self.needles.rules_in(lower.as_bytes()) & assigning_rules();
+            for (i, (regex, spec)) in self.line_rules.iter().enumerate() {
+                if mask & 1 << i == 0 || !(spec.line_check)(&lower) {
                     continue;
                 }
                 for caps in regex.captures_iter(line) {
@@ -295,20 +313,15 @@ impl Redactor {
             work = Cow::Owned(masked(text, &spans));
         }
         let lower = work.to_ascii_lowercase();
-        let may_match =
-            |spec: &Spec, lower: &str| spec.needles.split(' ').any(|n| lower.contains(n));
-        let active: Vec<_> = (self.line_rules.iter())
-            .filter(|(_, spec)| may_match(spec, &lower))
-            .collect();
-        if active.is_empty() {
+        if self.needles.rules_in(lower.as_bytes()) == 0 {
             return spans;
         }
         let mut at = 0;
         for line in work.split_inclusive('\n') {
             let lower_line = &lower[at..at + line.len()];
             let mut line = Cow::Borrowed(line);
-            for (regex, spec) in &active {
-                if may_match(spec, lower_line) && (spec.line_check)(lower_line) {
+            for (regex, spec) in self.active(lower_line) {
+                if (spec.line_check)(lower_line) {
                     let found = rule_spans(regex, spec.rewrite, &line);
                     if !found.is_empty() {
                         line = Cow::Owned(masked(&line, &found));
