@@ -15,11 +15,12 @@
 
 use std::os::unix::net::UnixStream;
 
-/// `NoNewPrivs:` of `/proc/<pid>/status` (`self` for this process); `None` when the
-/// file cannot be read (the process is gone) or has no such line.
-pub fn no_new_privs(pid: &str) -> Option<bool> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_no_new_privs(&status)
+/// `NoNewPrivs:` of `/proc/<pid>/status` (`self` for this process); `Ok(None)` when the
+/// file has no such line, the read's error when it cannot be read (the process is gone,
+/// or this process is out of descriptors: EMFILE).
+pub fn no_new_privs(pid: &str) -> std::io::Result<Option<bool>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(parse_no_new_privs(&status))
 }
 
 fn parse_no_new_privs(status: &str) -> Option<bool> {
@@ -38,7 +39,7 @@ fn parse_no_new_privs(status: &str) -> Option<bool> {
 /// (`winxd`, `the session guardian`) in the reason.
 pub fn refusal(stream: &UnixStream, what: &str) -> Option<String> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    if no_new_privs("self") == Some(true) {
+    if matches!(no_new_privs("self"), Ok(Some(true))) {
         // This process is itself confined (sandboxed, or started with no_new_privs): a
         // client confined the same way gets nothing it does not have.
         return None;
@@ -48,16 +49,25 @@ pub fn refusal(stream: &UnixStream, what: &str) -> Option<String> {
         Err(e) => return Some(format!("cannot identify the client ({e})")),
     };
     match no_new_privs(&pid.to_string()) {
-        Some(false) => None,
-        Some(true) => Some(format!(
+        Ok(Some(false)) => None,
+        Ok(Some(true)) => Some(format!(
             "the client (pid {pid}) runs with no_new_privs, as every Landlock-sandboxed \
              process does, and {what} does not: serving it would hand a sandboxed process a \
              shell outside its sandbox. Give the sandboxed server its own runtime directory \
              (leave WINX_SOCKET unset under WINX_SANDBOX)"
         )),
-        None => Some(format!(
-            "cannot read the client's status (pid {pid}); refusing rather than risk serving \
-             a sandboxed process"
+        Ok(None) => Some(format!(
+            "the client's status (pid {pid}) has no NoNewPrivs line; refusing rather than \
+             risk serving a sandboxed process"
+        )),
+        Err(e) => Some(format!(
+            "cannot read the client's status (pid {pid}: {e}); refusing rather than risk \
+             serving a sandboxed process{}",
+            if e.raw_os_error() == Some(nix::libc::EMFILE) {
+                ". Out of descriptors for a moment: retry when connections have closed"
+            } else {
+                ""
+            }
         )),
     }
 }
@@ -74,7 +84,7 @@ mod tests {
         );
         assert_eq!(parse_no_new_privs("NoNewPrivs:\t0\n"), Some(false));
         assert_eq!(parse_no_new_privs("Name:\tx\n"), None);
-        assert!(no_new_privs("self").is_some());
+        assert!(matches!(no_new_privs("self"), Ok(Some(_))));
     }
 
     #[test]
