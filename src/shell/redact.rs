@@ -176,9 +176,10 @@ impl Redactor {
         }
     }
 
-    /// The line rules one of whose needles `lower` (a lower-cased line) holds, in order.
-    fn active(&self, lower: &str) -> impl Iterator<Item = &(Regex, &'static Spec)> {
-        let mask = self.needles.rules_in(lower.as_bytes());
+    /// The line rules of `among` one of whose needles `lower` (a lower-cased line) holds,
+    /// in order.
+    fn active(&self, lower: &str, among: u8) -> impl Iterator<Item = &(Regex, &'static Spec)> {
+        let mask = self.needles.rules_among(lower.as_bytes(), among);
         (self.line_rules.iter().enumerate())
             .filter(move |(i, _)| mask & 1 << i != 0)
             .map(|(_, rule)| rule)
@@ -200,7 +201,8 @@ impl Redactor {
         }
         // Lower-casing ASCII keeps byte offsets, so line ranges of `current` index `lower`.
         let lower = current.to_ascii_lowercase();
-        if self.needles.rules_in(lower.as_bytes()) == 0 {
+        let active = self.needles.rules_in(lower.as_bytes());
+        if active == 0 {
             return (current, count);
         }
         let mut out = String::with_capacity(current.len());
@@ -211,7 +213,7 @@ impl Redactor {
             let lower_line = &lower[at..at + line.len()];
             at += line.len();
             let mut line = Cow::Borrowed(line);
-            for (regex, spec) in self.active(lower_line) {
+            for (regex, spec) in self.active(lower_line, active) {
                 if (spec.line_check)(lower_line) {
                     line = apply(regex, spec.rewrite, line, &mut count);
                 }
@@ -234,7 +236,9 @@ impl Redactor {
         let mut found = Vec::new();
         for line in text.lines().filter(|l| l.contains(['=', ':'])) {
             let lower = line.to_ascii_lowercase();
-            let mask = self.needles.rules_in(lower.as_bytes()) & assigning_rules();
+            let mask = self
+                .needles
+                .rules_among(lower.as_bytes(), assigning_rules());
             for (i, (regex, spec)) in self.line_rules.iter().enumerate() {
                 if mask & 1 << i == 0 || !(spec.line_check)(&lower) {
                     continue;
@@ -313,14 +317,15 @@ impl Redactor {
             work = Cow::Owned(masked(text, &spans));
         }
         let lower = work.to_ascii_lowercase();
-        if self.needles.rules_in(lower.as_bytes()) == 0 {
+        let active = self.needles.rules_in(lower.as_bytes());
+        if active == 0 {
             return spans;
         }
         let mut at = 0;
         for line in work.split_inclusive('\n') {
             let lower_line = &lower[at..at + line.len()];
             let mut line = Cow::Borrowed(line);
-            for (regex, spec) in self.active(lower_line) {
+            for (regex, spec) in self.active(lower_line, active) {
                 if (spec.line_check)(lower_line) {
                     let found = rule_spans(regex, spec.rewrite, &line);
                     if !found.is_empty() {
