@@ -234,17 +234,23 @@ fn connections_beyond_the_bound_are_refused_without_new_threads() {
     }
     drop(extra);
     drop(idle);
-    // The slots come back: a new client is served once the idle ones are gone.
+    // The slots come back: a new client is served once the idle ones are gone (each
+    // refusal until then is `busy`; a retry follows its round trip).
+    served_again(&d, |r| assert_eq!(r["kind"], "busy", "{r}"));
+}
+
+/// Connect and list until winxd answers with its sessions (within the hard timeout);
+/// `refused` checks each answer before that.
+fn served_again(d: &Winxd, refused: impl Fn(&Value)) {
     let deadline = Instant::now() + HARD_TIMEOUT;
     loop {
         let mut s = d.connect();
         let r = ask(&mut s, json!({"op": "list"}));
         if r["kind"] == "sessions" {
-            break;
+            return;
         }
-        assert_eq!(r["kind"], "busy", "{r}");
-        assert!(Instant::now() < deadline, "slots never came back");
-        // Retry when a connection ends (the refusal itself takes a round trip).
+        refused(&r);
+        assert!(Instant::now() < deadline, "never served again: {r}");
     }
 }
 
@@ -270,15 +276,8 @@ fn a_full_descriptor_table_backs_off_instead_of_spinning() {
     // Once descriptors free up, clients are served again. Until winxd has read the hang-ups
     // of the dropped clients its table can still be full: a connection accepted then gets
     // one error answer naming the exhausted descriptors (EMFILE), never silence.
-    let deadline = Instant::now() + HARD_TIMEOUT;
-    loop {
-        let mut s = d.connect();
-        let r = ask(&mut s, json!({"op": "list"}));
-        if r["kind"] == "sessions" {
-            break;
-        }
+    served_again(&d, |r| {
         assert_eq!(r["kind"], "error", "{r}");
         assert!(r.to_string().contains("Too many open files"), "{r}");
-        assert!(Instant::now() < deadline, "never served again: {r}");
-    }
+    });
 }
