@@ -9,6 +9,9 @@
 /// Bits per word of the bigram table.
 const WORD: usize = 64;
 
+/// A needle and the bit of each rule holding it.
+type Needle = (Box<[u8]>, u8);
+
 /// The needles of up to 8 rules, indexed by their first two bytes.
 pub struct Needles {
     /// Bit `b` is set iff some needle starts with the bigram `b` (first byte high).
@@ -17,7 +20,7 @@ pub struct Needles {
     /// among the set bigrams is its index in `by_bigram`.
     before: Box<[u8; 65_536 / WORD]>,
     /// Per bigram (sorted), its needles and the bit of each rule holding the needle.
-    by_bigram: Vec<(u16, Vec<(Box<[u8]>, u8)>)>,
+    by_bigram: Vec<(u16, Vec<Needle>)>,
     /// Per bigram (as `by_bigram`), the third bytes of its needles, a bit each (all 256
     /// when a needle is the bigram alone): English bigrams such as `gh` (`ghp_`) are
     /// common, so most hits end here.
@@ -32,7 +35,7 @@ impl Needles {
     pub fn new(rules: &[&str]) -> Needles {
         assert!(rules.len() <= 8, "a rule mask is one byte");
         let mut first = Box::new([0u64; 65_536 / WORD]);
-        let mut by_bigram: Vec<(u16, Vec<(Box<[u8]>, u8)>)> = Vec::new();
+        let mut by_bigram: Vec<(u16, Vec<Needle>)> = Vec::new();
         let mut all = 0;
         for (i, needles) in rules.iter().enumerate() {
             let bit = 1u8 << i;

@@ -176,8 +176,7 @@ impl Redactor {
         }
     }
 
-    /// The line rules of `among` one of whose needles `lower` (a lower-cased line) holds,
-    /// in order.
+    /// The rules of `among` one of whose needles the lower-cased line `lower` holds.
     fn active(&self, lower: &str, among: u8) -> impl Iterator<Item = &(Regex, &'static Spec)> {
         let mask = self.needles.rules_among(lower.as_bytes(), among);
         (self.line_rules.iter().enumerate())
