@@ -120,10 +120,10 @@ impl Claude {
     /// redraw can leave the cursor below the input box, and the draft check reads
     /// everything from the box down to the cursor. A client retries such a refusal; so does
     /// the test (a fresh prompt id each time), printing the screen it refused on.
-    fn first_prompt(&mut self, text: &str) -> Value {
+    fn first_prompt(&mut self, text: &str) -> (String, Value) {
         let d = Deadline::after("claude takes a prompt", Duration::from_secs(60));
         let mut n = 0;
-        settle(
+        let r = settle(
             d,
             || {
                 n += 1;
@@ -135,7 +135,22 @@ impl Claude {
             },
             |r| sc(r)["data"]["reason"] != "composer_not_empty",
         )
-        .unwrap_or_else(|r| r)
+        .unwrap_or_else(|r| r);
+        (format!("c1-{n}"), r)
+    }
+
+    /// `Agent wait` on prompt `prompt_id` for up to 15 s: its outcome.
+    fn wait(&mut self, prompt_id: &str) -> Value {
+        let s = self.s.clone();
+        let action = json!({"type": "wait", "target": self.id, "prompt_id": prompt_id,
+                            "timeout_seconds": 15});
+        let r = self.a.call(
+            "Agent",
+            json!({"thread_id": s["data"]["thread_id"], "workspace_root": s["data"]["workspace_root"],
+                   "action": action}),
+        );
+        assert!(sc(&r)["errorCode"].is_null(), "{r}");
+        sc(&r)["data"]["outcome"].clone()
     }
 
     /// Bytes as one write each (typing, not a paste), each answered at once
@@ -165,12 +180,16 @@ impl Claude {
 #[test]
 fn the_real_claude_code_takes_a_native_prompt_once_and_never_a_merged_draft() {
     let mut c = Claude::start();
-    let r = c.first_prompt("claude prompt one");
+    let (first, r) = c.first_prompt("claude prompt one");
     assert_eq!(sc(&r)["data"]["delivery"], "delivered", "{r}");
     c.until_screen("the answer is shown", |t| {
         t.contains("FINAL: claude prompt one")
     });
     assert_eq!(c.asked("claude prompt one"), 1, "{}", c.model.transcript());
+    // The turn ends when winx sees the input box back, which can be after the answer is
+    // drawn: until then a prompt is refused as `previous_prompt_pending`.
+    let outcome = c.wait(&first);
+    assert_eq!(outcome, "awaiting_input", "the screen:\n{}", c.screen());
 
     c.keys(b"my draft");
     c.until_screen("the draft is in the input box", |t| {
