@@ -499,7 +499,9 @@ mod tests {
             extra += thread_state(tid).1 - before - 1;
         }
         guardian.join().unwrap();
-        assert_eq!(extra, 0, "the caller slept more than once per call");
+        // The defect woke the caller once in every call (19 extra sleeps); a loaded machine
+        // adds a stray sleep now and then (2 of 19 calls, once in a full `make test`).
+        assert!(extra < 10, "the caller slept twice in {extra} of 19 calls");
     }
 
     #[test]
