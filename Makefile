@@ -91,8 +91,9 @@ ctags:
 # make for the steps, named indirectly so `make -n test` only prints the recipe.
 SUBMAKE := $(MAKE)
 # Each step and then every test binary run even when an earlier one fails (cargo test
-# --no-fail-fast); the last line is "N passed, N failed, N ignored", then the steps that
-# failed, if any (tests/make_test.sh).
+# --no-fail-fast); the installs after `--` run in the background beside the lint and the
+# test build; the last line is "N passed, N failed, N ignored", then the steps that
+# failed, if any (tests/make_test.sh, decision 045).
 test:
 	@WINX_TEST_PYTHON=$(abspath $(PYTHON)) WINX_TEST_TS_SDK=$(abspath $(NODE_SDK)) \
 		WINX_TEST_HOSTS=$(abspath $(HOSTS)) CARGO="$(CARGO)" MAKE="$(SUBMAKE)" \
