@@ -41,6 +41,8 @@ mod hosts_codex;
 mod http;
 mod http_budget;
 mod http_hostile;
+mod http_limits;
+mod http_load;
 mod http_sessions;
 mod http_shutdown;
 mod http_tasks;

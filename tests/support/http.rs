@@ -550,3 +550,50 @@ pub fn two_principals(home: &Home, b_policy: &str) -> String {
 pub fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
+
+/// Bearer `token` and a JSON content type.
+pub fn auth_headers(token: &str) -> Vec<(String, String)> {
+    vec![
+        h("Authorization", &format!("Bearer {token}")),
+        h("Content-Type", "application/json"),
+    ]
+}
+
+/// `r` has `status` and says `Retry-After: 1`.
+pub fn assert_retry_after(r: &Resp, status: u16) {
+    assert_eq!(r.status, status, "{}", r.text());
+    assert_eq!(
+        r.header("Retry-After"),
+        Some("1"),
+        "{status} without Retry-After"
+    );
+}
+
+/// A discover request with a 2 KiB body, so a partial body can be held on the wire.
+pub fn padded_discover() -> Value {
+    modern("server/discover", json!({"pad": "x".repeat(2048)}))
+}
+
+/// A request admitted and then held: its head promises a body that never fully arrives.
+pub fn hold_a_request(s: &Server) -> Conn {
+    let mut c = s.conn();
+    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n", s.addr);
+    for (k, v) in auth_headers(TOKEN)
+        .into_iter()
+        .chain(modern_headers("server/discover", None))
+    {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = serde_json::to_vec(&padded_discover()).unwrap();
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    c.send_raw(head.as_bytes()).unwrap();
+    c.send_raw(&body[..10]).unwrap();
+    c
+}
+
+/// Hold a request that owns the only dispatch slot (`--max-concurrency 1`): a
+/// `BashCommand` waiting on a gate. A slow body holds no slot (bodies are read before a
+/// slot is taken), so a running handler is what holds it.
+pub fn hold_admitted(s: &Server) -> Held {
+    blocked_call(s, TOKEN, "held")
+}
