@@ -545,7 +545,8 @@ pub fn unified_diff(path: &Path, old: &str, new: &str) -> String {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
     // The same split as the permits carried over the edit (`Coverage::carry`).
-    let (head, tail) = crate::files::coverage::split(old, new);
+    let split = crate::files::coverage::Split::of_lines(&a, &b);
+    let (head, tail) = (split.head, split.tail);
     let (old_mid, new_mid) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
     let ctx_start = head.saturating_sub(2);
     let mut out = format!(

@@ -46,18 +46,45 @@ struct Files {
 
 /// How `new` differs from `old`, as the edits' diffs show it: the first `head` lines and
 /// the last `tail` lines are unchanged (the tail moved by the change in length); the
-/// lines between are the change. Returns (head, tail); they never overlap.
-pub fn split(old: &str, new: &str) -> (usize, usize) {
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let tail = a[head..]
-        .iter()
-        .rev()
-        .zip(b[head..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    (head, tail)
+/// lines between are the change. `head` and `tail` never overlap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    pub head: usize,
+    pub tail: usize,
+    /// Lines of `old` and of `new`.
+    pub old_len: usize,
+    pub new_len: usize,
+}
+
+impl Split {
+    pub fn of(old: &str, new: &str) -> Split {
+        let a: Vec<&str> = old.lines().collect();
+        let b: Vec<&str> = new.lines().collect();
+        Split::of_lines(&a, &b)
+    }
+
+    /// `Split::of` the two contents' lines.
+    pub fn of_lines(a: &[&str], b: &[&str]) -> Split {
+        let head = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let tail = a[head..]
+            .iter()
+            .rev()
+            .zip(b[head..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        Split {
+            head,
+            tail,
+            old_len: a.len(),
+            new_len: b.len(),
+        }
+    }
+}
+
+/// The part of the line range `r` inside `within`, if any.
+pub fn clip(r: (usize, usize), within: (usize, usize)) -> Option<(usize, usize)> {
+    let (a, b) = (r.0.max(within.0), r.1.min(within.1));
+    (a <= b).then_some((a, b))
 }
 
 /// The parts of `wanted` not inside `covered`.
@@ -92,31 +119,31 @@ impl Coverage {
         Self::grant_locked(&mut self.inner.lock(), path, revision, &[range]);
     }
 
-    /// The session changed `path` itself (an edit it committed, or an undo), from `old`
-    /// at `old_revision` to `new` at `new_revision`. Its permit at the new revision is
-    /// what it held at the old one outside the change (the unchanged first and last
-    /// lines, `split`, moved with the change), plus `known`: lines of the new content it
-    /// knows otherwise (wrote, or was shown), in the new numbering. What it held of another
-    /// revision carries nothing; lines it never read stay unread.
+    /// The session changed `path` itself (an edit it committed, or an undo) from
+    /// `old_revision` to `new_revision`, the contents differing as `split` says. Its permit
+    /// at the new revision is what it held at the old one outside the change (the
+    /// unchanged first and last lines, moved with the change), plus `known`: lines of the
+    /// new content it knows otherwise (wrote, or was shown), in the new numbering. What it
+    /// held of another revision carries nothing; lines it never read stay unread.
     pub fn carry(
         &self,
         path: &Path,
-        (old_revision, old): (&str, &str),
-        (new_revision, new): (&str, &str),
+        (old_revision, new_revision): (&str, &str),
+        split: Split,
         known: &[(usize, usize)],
     ) {
-        let (head, tail) = split(old, new);
-        let (old_len, new_len) = (old.lines().count(), new.lines().count());
+        let Split {
+            head,
+            tail,
+            old_len,
+            new_len,
+        } = split;
         let mut guard = self.inner.lock();
         let held = match guard.entries.get(path) {
             Some(e) if e.revision == old_revision => e.ranges.clone(),
             _ => Vec::new(),
         };
         let mut ranges: Vec<(usize, usize)> = Vec::new();
-        let clip = |(a, b): (usize, usize), (lo, hi): (usize, usize)| {
-            let (a, b) = (a.max(lo), b.min(hi));
-            (a <= b).then_some((a, b))
-        };
         for &r in &held {
             ranges.extend(clip(r, (1, head)));
             // Old tail lines keep their distance from the end.
@@ -311,21 +338,22 @@ mod tests {
         let p = Path::new("/w/a.rs");
         let old = "1\n2\n3\n4\n5\n6\n";
         let new = "1\n2\nthree\nmore\n4\n5\n6\n";
-        assert_eq!(split(old, new), (2, 3));
+        let split = |old, new| Split::of(old, new);
+        assert_eq!((split(old, new).head, split(old, new).tail), (2, 3));
         c.grant(p, "r1", (1, 1));
         c.grant(p, "r1", (4, 5));
         // The change is new line 3-4; old 4-5 are new 5-6. Line 2 and old 6 were unread.
-        c.carry(p, ("r1", old), ("r2", new), &[(3, 4)]);
+        c.carry(p, ("r1", "r2"), split(old, new), &[(3, 4)]);
         assert_eq!(c.permit(p), Some(("r2".into(), vec![(1, 1), (3, 6)])));
         // Held at another revision: nothing carries, only what is known.
-        c.carry(p, ("r9", new), ("r3", old), &[(3, 3)]);
+        c.carry(p, ("r9", "r3"), split(new, old), &[(3, 3)]);
         assert_eq!(c.permit(p), Some(("r3".into(), vec![(3, 3)])));
         // Known lines beyond the new content are dropped.
-        c.carry(p, ("r3", old), ("r4", "x\n"), &[(1, 9)]);
+        c.carry(p, ("r3", "r4"), split(old, "x\n"), &[(1, 9)]);
         assert_eq!(c.permit(p), Some(("r4".into(), vec![(1, 1)])));
         // Deleting the last lines keeps the rest.
         c.grant(p, "r5", (1, 6));
-        c.carry(p, ("r5", old), ("r6", "1\n2\n"), &[]);
+        c.carry(p, ("r5", "r6"), split(old, "1\n2\n"), &[]);
         assert_eq!(c.permit(p), Some(("r6".into(), vec![(1, 2)])));
     }
 

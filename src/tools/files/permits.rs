@@ -8,7 +8,7 @@
 
 use crate::deadline::unix_ms;
 use crate::edit::engine::{MAX_DIFF_LINES, revision};
-use crate::files::coverage::{Coverage, split};
+use crate::files::coverage::{Coverage, Split, clip};
 use crate::store::permits::StoredPermit;
 use crate::tools::ToolContext;
 use std::path::{Path, PathBuf};
@@ -95,8 +95,13 @@ pub fn after_change(
     change: Change,
 ) {
     let (old_text, new_text) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
-    let (head, tail) = split(&old_text, &new_text);
-    let (old_len, new_len) = (old_text.lines().count(), new_text.lines().count());
+    let split = Split::of(&old_text, &new_text);
+    let Split {
+        head,
+        tail,
+        old_len,
+        new_len,
+    } = split;
     // The change, in each content's numbering (possibly empty).
     let (old_mid, new_mid) = (old_len - head - tail, new_len - head - tail);
     let change_range = (head + 1, head + new_mid);
@@ -104,10 +109,7 @@ pub fn after_change(
     match change {
         Change::Undo => known.push(change_range),
         Change::Edit { written } => {
-            known.extend(written.iter().filter_map(|&(a, b)| {
-                let (a, b) = (a.max(change_range.0), b.min(change_range.1));
-                (a <= b).then_some((a, b))
-            }));
+            known.extend(written.iter().filter_map(|&r| clip(r, change_range)));
             // The diff's layout (`engine::unified_diff`): up to two context lines, the
             // removed lines, then the added ones, cut after `MAX_DIFF_LINES`.
             let context = head - head.saturating_sub(2);
@@ -117,12 +119,7 @@ pub fn after_change(
             known.push((head + 1, head + new_mid.min(room)));
         }
     }
-    coverage.carry(
-        path,
-        (&revision(old), &old_text),
-        (new_revision, &new_text),
-        &known,
-    );
+    coverage.carry(path, (&revision(old), new_revision), split, &known);
 }
 
 #[cfg(test)]
