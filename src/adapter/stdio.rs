@@ -45,10 +45,9 @@ const CONTROL_WORKERS: usize = 2;
 /// Workers of the interactive lane: status checks wait at most seconds; four let an
 /// interrupt through while others watch their commands.
 const INTERACTIVE_WORKERS: usize = 4;
-/// The default of `Limits::progress_interval` (`WINX_PROGRESS_INTERVAL_MS`): a request
-/// with a progress token hears from us at least this often while it runs (clients
-/// commonly time out a silent request after 60 s).
-pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+/// The default of `Limits::progress_interval` (`WINX_PROGRESS_INTERVAL_MS`).
+pub const PROGRESS_INTERVAL: Duration =
+    Duration::from_millis(crate::config::vars::DEFAULT_PROGRESS_INTERVAL_MS);
 
 /// Transport limits of one stdio connection.
 #[derive(Clone, Copy, Debug)]

@@ -230,10 +230,7 @@ impl Config {
             allow_paths,
             read_parallelism: vars::count(&vars::READ_PARALLELISM, env)?,
             max_tasks: vars::count(&vars::MAX_TASKS, env)?,
-            task_cancel_check: std::time::Duration::from_millis(vars::number(
-                &vars::TASK_CANCEL_CHECK_MS,
-                env,
-            )?),
+            task_cancel_check: vars::millis(&vars::TASK_CANCEL_CHECK_MS, env)?,
             session_states: vars::count(&vars::SESSION_STATES, env)?,
             history: crate::history::Limits {
                 output_bytes: vars::number(&vars::HISTORY_OUTPUT_BYTES, env)?,
@@ -247,10 +244,7 @@ impl Config {
             log_level,
             workers,
             max_message_bytes: MAX_MESSAGE_BYTES,
-            progress_interval: std::time::Duration::from_millis(vars::number(
-                &vars::PROGRESS_INTERVAL_MS,
-                env,
-            )?),
+            progress_interval: vars::millis(&vars::PROGRESS_INTERVAL_MS, env)?,
             server_instructions: vars::text(&vars::SERVER_INSTRUCTIONS, env),
             principal: LOCAL_PRINCIPAL.into(),
             herdr: crate::tools::agent::herdr::Setting {

@@ -79,10 +79,13 @@ pub const WORKERS: Var = Var {
     },
     help: "request worker threads",
 };
+/// A request with a progress token hears from us at least this often by default (clients
+/// commonly time out a silent request after 60 s).
+pub const DEFAULT_PROGRESS_INTERVAL_MS: u64 = 10_000;
 pub const PROGRESS_INTERVAL_MS: Var = Var {
     name: "WINX_PROGRESS_INTERVAL_MS",
     kind: Kind::Number {
-        default: 10_000,
+        default: DEFAULT_PROGRESS_INTERVAL_MS,
         min: 100,
         max: 3_600_000,
     },
@@ -444,6 +447,11 @@ pub fn number(var: &Var, env: Env) -> Result<u64, ConfigError> {
 /// `var` as a `usize` (every `usize` range in the table fits).
 pub fn count(var: &Var, env: Env) -> Result<usize, ConfigError> {
     number(var, env).map(|n| n as usize)
+}
+
+/// A `*_MS` variable as a duration.
+pub fn millis(var: &Var, env: Env) -> Result<std::time::Duration, ConfigError> {
+    number(var, env).map(std::time::Duration::from_millis)
 }
 
 /// One of `var`'s values (unset or blank: its default).

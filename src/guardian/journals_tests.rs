@@ -255,7 +255,7 @@ fn a_key_longer_than_the_hold_is_masked_whole() {
 /// What masking costs the guardian per byte of output (decision 041's figures):
 /// `cargo test --release --lib masking_throughput -- --ignored --nocapture`.
 #[test]
-#[ignore]
+#[ignore = "benchmark: decision 041's masking figures, run by hand in release"]
 fn masking_throughput() {
     let tmp = tempfile::tempdir().unwrap();
     let kinds: [(&str, String); 3] = [

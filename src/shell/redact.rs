@@ -233,13 +233,11 @@ impl Redactor {
     /// assignment, so a session can also recognise the value where it later stands alone.
     pub fn assigned_secrets(&self, text: &str) -> Vec<String> {
         let mut found = Vec::new();
+        let assigning = assigning_rules();
         for line in text.lines().filter(|l| l.contains(['=', ':'])) {
             let lower = line.to_ascii_lowercase();
-            let mask = self
-                .needles
-                .rules_among(lower.as_bytes(), assigning_rules());
-            for (i, (regex, spec)) in self.line_rules.iter().enumerate() {
-                if mask & 1 << i == 0 || !(spec.line_check)(&lower) {
+            for (regex, spec) in self.active(&lower, assigning) {
+                if !(spec.line_check)(&lower) {
                     continue;
                 }
                 for caps in regex.captures_iter(line) {
