@@ -85,19 +85,7 @@ fn no_canary_stays(rt: &str) {
         until_recorded(&mut a, &s, &id_of(&r));
     }
     // A background command's journal is a file of its own.
-    let r = a.bash(
-        &s,
-        json!({"command": printing_command(3), "is_background": true}),
-    );
-    let bg = sc(&r)["data"]["state"]["bg_command_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = a.bash_with(
-        &s,
-        json!({"status_check": true, "bg_command_id": bg}),
-        json!({"wait_for_seconds": 10}),
-    );
+    let r = a.background_to_end(&s, &printing_command(3));
     assert!(text(&r).contains("done"), "{rt}: {r}");
     until_recorded(&mut a, &s, &id_of(&r));
     let found = leaks(&a.state);
@@ -141,19 +129,7 @@ fn a_known_secret_on_an_unfinished_last_line_stays_out_of_the_journals() {
     assert_eq!(sc(&r)["data"]["exit_code"], 0, "{r}");
     assert!(!text(&r).contains(&value), "the answer shows it: {r}");
     until_recorded(&mut a, &s, &id_of(&r));
-    let r = a.bash(
-        &s,
-        json!({"command": "printf 'bg %s' \"$MY_API_KEY\"", "is_background": true}),
-    );
-    let bg = sc(&r)["data"]["state"]["bg_command_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = a.bash_with(
-        &s,
-        json!({"status_check": true, "bg_command_id": bg}),
-        json!({"wait_for_seconds": 10}),
-    );
+    let r = a.background_to_end(&s, "printf 'bg %s' \"$MY_API_KEY\"");
     assert_eq!(sc(&r)["data"]["state"]["process_status"], "exited", "{r}");
     until_recorded(&mut a, &s, &id_of(&r));
     let found = files_holding(&a.state, &value);

@@ -41,19 +41,7 @@ fn shells_in_the_foreground_and_background_export_the_directory(rt: &str) {
     let r = a.bash(&s, json!({"command": "echo \"fg=$WINX_TEMP_DIR\""}));
     assert!(text(&r).contains(&format!("fg={}", dir.display())), "{r}");
     assert_eq!(data(&r)["temporary"]["over_budget"], false);
-    let r = a.bash(
-        &s,
-        json!({"command": "echo \"bg=$WINX_TEMP_DIR\"", "is_background": true}),
-    );
-    let bg = data(&r)["state"]["bg_command_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = a.bash_with(
-        &s,
-        json!({"status_check": true, "bg_command_id": bg}),
-        json!({"wait_for_seconds": 10}),
-    );
+    let r = a.background_to_end(&s, "echo \"bg=$WINX_TEMP_DIR\"");
     assert!(text(&r).contains(&format!("bg={}", dir.display())), "{r}");
 }
 

@@ -202,6 +202,19 @@ impl Agent {
         self.bash_with(pair, action, json!({}))
     }
 
+    /// Run `command` in the background and follow it with a `status_check` of up to 10 s:
+    /// that answer (the command has ended unless it runs longer).
+    pub fn background_to_end(&mut self, pair: &Value, command: &str) -> Value {
+        let r = self.bash(pair, json!({"command": command, "is_background": true}));
+        let bg = r["structuredContent"]["data"]["state"]["bg_command_id"].clone();
+        assert!(bg.is_string(), "no background command: {r}");
+        self.bash_with(
+            pair,
+            json!({"status_check": true, "bg_command_id": bg}),
+            json!({"wait_for_seconds": 10}),
+        )
+    }
+
     /// `BashCommand` with extra top-level arguments (wait_for_seconds, wait_policy).
     pub fn bash_with(&mut self, pair: &Value, action: Value, extra: Value) -> Value {
         let mut args = json!({
