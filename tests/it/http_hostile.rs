@@ -413,15 +413,9 @@ fn a_request_past_its_deadline_gets_408_on_a_connection_then_closed() {
         &env,
         true,
     );
-    let ws = path_str(&s.home.workspace);
     let gate = s.home.workspace.join("gate");
     nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let init = s.call(
-        TOKEN,
-        "Initialize",
-        json!({"type": "first_call", "workspace_root": ws}),
-    );
-    let pair = &init["structuredContent"]["data"];
+    let pair = &s.first_call(TOKEN);
     let args = json!({"thread_id": pair["thread_id"], "workspace_root": pair["workspace_root"],
         "action_json": {"command": "read x < gate; echo released"}, "wait_for_seconds": 60,
         "wait_policy": "until_complete"});

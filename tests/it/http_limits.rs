@@ -79,13 +79,7 @@ fn stalled_connections_close_after_the_io_timeout_and_accepting_continues() {
 fn handler_past_the_request_deadline_gets_408_and_the_work_continues() {
     let env = [("WINX_HTTP_REQUEST_TIMEOUT_MS", "1500")];
     let s = Server::start_in(Home::new(), &[], &env, true);
-    let ws = path_str(&s.home.workspace);
-    let init = s.call(
-        TOKEN,
-        "Initialize",
-        json!({"type": "first_call", "workspace_root": ws}),
-    );
-    let pair = &init["structuredContent"]["data"];
+    let pair = &s.first_call(TOKEN);
     // The command waits for the test, so it is still running when the 408 is sent.
     let gate = crate::support::tasks::Gate::in_dir(&s.home.workspace);
     let cmd = format!(

@@ -139,13 +139,7 @@ fn pipelined_long_heads_bodies_and_answers_keep_their_framing() {
     for f in &files {
         std::fs::write(s.home.workspace.join(f), &big).unwrap();
     }
-    let ws = path_str(&s.home.workspace);
-    let init = s.call(
-        TOKEN,
-        "Initialize",
-        json!({"type": "first_call", "workspace_root": ws}),
-    );
-    let pair = &init["structuredContent"]["data"];
+    let pair = &s.first_call(TOKEN);
     let mut discover = modern("server/discover", json!({"pad": "x".repeat(300 * 1024)}));
     discover["id"] = json!(1);
     let mut long_head = modern_headers("server/discover", None);

@@ -206,6 +206,18 @@ impl Server {
         v["result"].clone()
     }
 
+    /// `Initialize` (first call) of the home's workspace as `token`: the session pair
+    /// (`thread_id`, `workspace_root`) and the rest of its `data`.
+    pub fn first_call(&self, token: &str) -> Value {
+        let ws = path_str(&self.home.workspace);
+        let init = self.call(
+            token,
+            "Initialize",
+            json!({"type": "first_call", "workspace_root": ws}),
+        );
+        init["structuredContent"]["data"].clone()
+    }
+
     /// Current resident set size of the server, in KiB.
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
